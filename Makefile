@@ -1,0 +1,113 @@
+# git-autokernel: `make`, `make check`, `make check-gpu`, `make bench`,
+# `make install PREFIX=...`, `make bundle`, `make asan` (sanitizer build).
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+B ?= build
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+WERROR ?=
+AK_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-format-truncation $(WERROR) -fopenmp -Iinclude -Ilib \
+	-Iverify -Ibackends -Iagent -Ibin $(shell pkg-config --cflags libgit2 libcurl jansson)
+AK_LIBS = $(shell pkg-config --libs libgit2 libcurl jansson) -lz -ldl -lm -fopenmp
+RPATH = -Wl,-rpath,'$$ORIGIN/../lib'
+
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null)
+AK_CFLAGS += -DAK_VERSION='"$(VERSION)$(if $(GIT_REV),-$(GIT_REV))"'
+
+# Optional GPU toolchains: built when present, skipped with a message.
+CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda) $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)))
+NVCC ?= $(if $(CUDA_HOME),$(CUDA_HOME)/bin/nvcc,nvcc)
+HAVE_CUDA := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),1)
+HIPCC ?= $(shell command -v hipcc 2>/dev/null)
+HIP_INC ?= $(firstword $(wildcard /usr/include/hip /opt/rocm/include/hip))
+HAVE_HIP := $(if $(and $(HIPCC),$(HIP_INC)),1)
+
+LIB_SRC = $(wildcard lib/*.c)
+VERIFY_SRC = $(wildcard verify/*.c)
+AGENT_SRC = $(wildcard agent/*.c)
+BIN_SRC = $(wildcard bin/*.c)
+CORE_OBJ = $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(VERIFY_SRC) $(AGENT_SRC) \
+	backends/build.c)
+BIN_OBJ = $(patsubst %.c,$(B)/%.o,$(BIN_SRC))
+UNIT_SRC = $(wildcard tests/unit-*.c)
+UNIT_BIN = $(patsubst tests/%.c,$(B)/tests/%,$(UNIT_SRC))
+RUNNER_COMMON = backends/runner.c lib/strbuf.c lib/usage.c
+
+RUNNERS = $(B)/ak-runner-host $(if $(HAVE_CUDA),$(B)/ak-runner-cuda) \
+	$(if $(HAVE_HIP),$(B)/ak-runner-hip)
+
+all: $(B)/git-autokernel $(RUNNERS) $(UNIT_BIN)
+	@$(if $(HAVE_CUDA),,echo "nvcc not found, skipping the CUDA runner")
+	@$(if $(HAVE_HIP),,echo "hipcc not found, skipping the HIP runner")
+
+$(B)/%.o: %.c $(wildcard */*.h include/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AK_CFLAGS) -c -o $@ $<
+
+$(B)/git-autokernel: $(BIN_OBJ) $(CORE_OBJ)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(RPATH) -o $@ $^ $(AK_LIBS)
+
+$(B)/tests/%: tests/%.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AK_CFLAGS) $(LDFLAGS) $(RPATH) -o $@ $^ $(AK_LIBS)
+
+$(B)/ak-runner-host: $(RUNNER_COMMON) backends/dev-host.c backends/*.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AK_CFLAGS) -fopenmp $(LDFLAGS) $(RPATH) -o $@ \
+		$(RUNNER_COMMON) backends/dev-host.c $(AK_LIBS)
+
+$(B)/ak-runner-cuda: $(RUNNER_COMMON) backends/dev-gpu.c backends/*.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AK_CFLAGS) -DAK_CUDA -I$(CUDA_HOME)/include \
+		$(LDFLAGS) $(RPATH) -o $@ $(RUNNER_COMMON) backends/dev-gpu.c \
+		-L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart $(AK_LIBS)
+
+$(B)/ak-runner-hip: $(RUNNER_COMMON) backends/dev-gpu.c backends/*.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AK_CFLAGS) -DAK_HIP -D__HIP_PLATFORM_AMD__ \
+		-I$(dir $(HIP_INC)) $(LDFLAGS) $(RPATH) -o $@ $(RUNNER_COMMON) \
+		backends/dev-gpu.c -lamdhip64 $(AK_LIBS)
+
+TESTS = $(sort $(wildcard tests/t[0-9]*.sh))
+PROVE ?= prove
+check: all
+	AK_BUILD=$(CURDIR)/$(B) $(PROVE) -j2 --timer $(UNIT_BIN) $(TESTS)
+
+check-gpu: all
+	AK_BUILD=$(CURDIR)/$(B) $(PROVE) --timer $(sort $(wildcard tests/gpu/t*.sh))
+
+bench: all
+	AK_BUILD=$(CURDIR)/$(B) ./tests/bench.sh
+
+asan:
+	$(MAKE) B=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+
+check-asan: asan
+	ASAN_OPTIONS=detect_leaks=0 $(MAKE) B=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" check
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/git-autokernel \
+		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/git-autokernel \
+		$(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(B)/git-autokernel $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(RUNNERS) $(DESTDIR)$(PREFIX)/libexec/git-autokernel/
+	install -m 644 include/autokernel.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 doc/git-autokernel.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	rm -rf $(DESTDIR)$(PREFIX)/share/git-autokernel/kernels
+	cp -R include kernels hooks doc $(DESTDIR)$(PREFIX)/share/git-autokernel/
+
+# A relocatable tarball: binaries, private copies of the libraries that are
+# not part of glibc, data; unpack anywhere and put its bin/ on PATH.
+bundle: all
+	rm -rf $(B)/bundle && $(MAKE) install PREFIX=/ DESTDIR=$(CURDIR)/$(B)/bundle/git-autokernel
+	./tests/bundle-libs.sh $(B)/bundle/git-autokernel
+	tar -C $(B)/bundle -czf $(B)/git-autokernel-$(VERSION).tar.gz git-autokernel
+	@echo "bundle: $(B)/git-autokernel-$(VERSION).tar.gz"
+
+clean:
+	rm -rf $(B) build-asan
+
+.PHONY: all check check-gpu bench asan check-asan install bundle clean

@@ -1,0 +1,189 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <git2.h>
+#include "build.h"
+#include "paths.h"
+#include "run.h"
+
+static const struct {
+	const char *name, *ext;
+} backends[] = {
+	{ "host", ".c" },
+	{ "cuda", ".cu" },
+	{ "hip", ".hip" },
+};
+
+const char *backend_ext(const char *backend)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(backends); i++)
+		if (!strcmp(backends[i].name, backend))
+			return backends[i].ext;
+	return NULL;
+}
+
+int backend_known(const char *backend)
+{
+	return backend && backend_ext(backend) != NULL;
+}
+
+const char *backend_compiler(const char *backend)
+{
+	static char nvcc[4096];
+	const char *env;
+
+	if (!strcmp(backend, "host")) {
+		env = getenv("AUTOKERNEL_CC");
+		return env && *env ? env : "cc";
+	}
+	if (!strcmp(backend, "cuda")) {
+		struct stat st;
+
+		env = getenv("AUTOKERNEL_NVCC");
+		if (env && *env)
+			return env;
+		env = getenv("CUDA_HOME");
+		snprintf(nvcc, sizeof(nvcc), "%s/bin/nvcc",
+			 env && *env ? env : "/usr/local/cuda");
+		return stat(nvcc, &st) ? "nvcc" : nvcc;
+	}
+	env = getenv("AUTOKERNEL_HIPCC");
+	return env && *env ? env : "hipcc";
+}
+
+static void compile_args(struct strvec *a, const char *backend,
+			 const char *arch, const char *inc)
+{
+	strvec_push(a, backend_compiler(backend));
+	if (!strcmp(backend, "host")) {
+		strvec_pushl(a, "-std=gnu11", "-O3", "-march=native",
+			     "-fopenmp", "-shared", "-fPIC", NULL);
+	} else if (!strcmp(backend, "cuda")) {
+		strvec_pushl(a, "-O3", "-lineinfo", "-shared",
+			     "-Xcompiler", "-fPIC", NULL);
+		strvec_pushf(a, "-arch=%s", arch && *arch ? arch : "sm_90");
+	} else {
+		strvec_pushl(a, "-O3", "-shared", "-fPIC", "-x", "hip", NULL);
+		strvec_pushf(a, "--offload-arch=%s",
+			     arch && *arch ? arch : "gfx90a");
+	}
+	strvec_pushf(a, "-I%s", inc);
+}
+
+/* Libraries go after the source on the command line. */
+static void link_args(struct strvec *a, const char *backend)
+{
+	if (!strcmp(backend, "host"))
+		strvec_push(a, "-lm");
+}
+
+/* The compiler's version line, asked once per process and compiler. */
+static const char *compiler_version(const char *cc, int *missing)
+{
+	static char last_cc[4096], version[1024];
+	struct child c = CHILD_INIT;
+	int rc;
+
+	if (!strcmp(last_cc, cc))
+		return version;
+	strvec_pushl(&c.args, cc, "--version", NULL);
+	c.capture = 1;
+	c.merge_err = 1;
+	c.no_stdin = 1;
+	c.timeout_ms = 30000;
+	rc = run_child(&c);
+	*missing = rc != 0;
+	snprintf(version, sizeof(version), "%s", c.out.buf);
+	if (!*missing)
+		snprintf(last_cc, sizeof(last_cc), "%s", cc);
+	child_release(&c);
+	return version;
+}
+
+static int hash_key(char *hex, const struct strvec *args, const char *ver,
+		    const char *src, const char *inc)
+{
+	struct strbuf all = STRBUF_INIT, path = STRBUF_INIT;
+	git_oid oid;
+	int ret = 0;
+
+	for (size_t i = 0; i < args->nr; i++)
+		strbuf_addf(&all, "%s\n", args->v[i]);
+	strbuf_addf(&all, "%s\n", ver);
+	strbuf_addf(&path, "%s/autokernel.h", inc);
+	if (strbuf_read_file(&all, path.buf) < 0 ||
+	    strbuf_read_file(&all, src) < 0)
+		ret = error_errno("unable to read '%s'", src);
+	else if (git_odb_hash(&oid, all.buf, all.len, GIT_OBJECT_BLOB) < 0)
+		ret = error("unable to hash '%s'", src);
+	else
+		git_oid_tostr(hex, GIT_OID_HEXSZ + 1, &oid);
+	strbuf_release(&all);
+	strbuf_release(&path);
+	return ret;
+}
+
+int build_kernel(struct strbuf *so, struct strbuf *log, struct strbuf *status,
+		 const char *backend, const char *src, const char *arch,
+		 int timeout_ms, int *cached)
+{
+	struct child c = CHILD_INIT;
+	struct strbuf inc = STRBUF_INIT, dir = STRBUF_INIT, tmp = STRBUF_INIT;
+	char hex[GIT_OID_HEXSZ + 1], why[128];
+	const char *ver;
+	struct stat st;
+	int missing = 0, rc, ret = 0;
+
+	*cached = 0;
+	strbuf_addf(&inc, "%s/include", ak_datadir());
+	compile_args(&c.args, backend, arch, inc.buf);
+	ver = compiler_version(c.args.v[0], &missing);
+	if (missing) {
+		strbuf_addf(log, "%s: %s", c.args.v[0], ver);
+		ret = -2;
+		goto cleanup;
+	}
+	if (hash_key(hex, &c.args, ver, src, inc.buf) < 0) {
+		ret = -2;
+		goto cleanup;
+	}
+	strbuf_addf(&dir, "%s/build", ak_cachedir());
+	if (mkdir_p(dir.buf) < 0) {
+		ret = -2;
+		goto cleanup;
+	}
+	strbuf_reset(so);
+	strbuf_addf(so, "%s/%s.so", dir.buf, hex);
+	if (!stat(so->buf, &st)) {
+		*cached = 1;
+		goto cleanup;
+	}
+	/* Compile to a private name, then rename: concurrent builds of the
+	 * same kernel never see a half-written object. */
+	strbuf_addf(&tmp, "%s/%s.%d.tmp.so", dir.buf, hex, (int)getpid());
+	strvec_pushl(&c.args, "-o", tmp.buf, src, NULL);
+	link_args(&c.args, backend);
+	c.capture = 1;
+	c.merge_err = 1;
+	c.no_stdin = 1;
+	c.timeout_ms = timeout_ms;
+	rc = run_child(&c);
+	strbuf_add(log, c.out.buf, c.out.len);
+	if (rc != 0) {
+		child_describe(&c, rc, why, sizeof(why));
+		strbuf_addf(status, "%s %s", c.args.v[0], why);
+		unlink(tmp.buf);
+		ret = -1;
+	} else if (rename(tmp.buf, so->buf) < 0) {
+		ret = error_errno("unable to store '%s'", so->buf);
+		unlink(tmp.buf);
+	}
+cleanup:
+	child_release(&c);
+	strbuf_release(&inc);
+	strbuf_release(&dir);
+	strbuf_release(&tmp);
+	return ret;
+}

@@ -1,0 +1,670 @@
+/*
+ * runner.c: the process that runs kernels, one per backend (ak-runner-host,
+ * ak-runner-cuda, ak-runner-hip), always a child of git-autokernel.
+ *
+ * It reads one JSON request per line on stdin and answers one JSON line on
+ * stdout.  Tensor data travels through a file the parent maps (shm): the
+ * request gives each tensor's dtype, shape and offset in it.  Requests:
+ *
+ *   {"req":"hello"}                        device description
+ *   {"req":"load","slot":N,"path":SO}      dlopen a built kernel
+ *   {"req":"call","slot":N,"shm":P,"size":S,"tensors":[...],"scalar":[...]}
+ *        one checked call: guard bands, poisoned outputs, input checks;
+ *        outputs copied back into shm
+ *   {"req":"bench","slots":[..],"outs":[[off..]..],"copy_bytes":B,...}
+ *        interleaved timing of the slots and of a device copy
+ *   {"req":"ceilings"}                     copy bandwidth, matrix rates
+ *
+ * A kernel that crashes the process, hangs, or leaves the device in a
+ * sticky error state is the parent's to report: it sees EOF, a signal or
+ * its own time limit.  The runner never hides an error to keep going.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <jansson.h>
+#include "autokernel.h"
+#include "dev.h"
+#include "strbuf.h"
+
+#define MAX_SLOTS 8
+#define MAX_TENSORS (2 * 4)
+#define GUARD 4096
+#define GUARD_BYTE 0xA5
+#define POISON_BYTE 0xFF
+
+typedef int (*kernel_fn)(const struct ak_args *);
+typedef size_t (*workspace_fn)(const struct ak_args *);
+
+static struct {
+	void *handle;
+	kernel_fn fn;
+	workspace_fn ws;
+} slots[MAX_SLOTS];
+
+static unsigned char *shm;
+static size_t shm_size;
+static char shm_path[4096];
+
+/* A device buffer with GUARD bytes on both sides. */
+struct gbuf {
+	unsigned char *base;    /* allocation */
+	void *data;             /* base + GUARD */
+	size_t size;            /* of data */
+};
+
+static size_t elem_size(int dt)
+{
+	static const size_t sz[] = { 2, 2, 4, 8, 4, 8 };
+
+	return dt >= 0 && dt < 6 ? sz[dt] : 0;
+}
+
+static json_t *fail(const char *fmt, ...) AK_PRINTF(1, 2);
+static json_t *fail(const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+	json_t *r;
+
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	r = json_pack("{s:b,s:s,s:b}", "ok", 0, "error", sb.buf,
+		      "fatal", dev_sticky());
+	strbuf_release(&sb);
+	return r;
+}
+
+static int gbuf_alloc(struct gbuf *g, size_t size)
+{
+	g->size = size;
+	if (dev_alloc((void **)&g->base, size + 2 * GUARD))
+		return -1;
+	g->data = g->base + GUARD;
+	if (dev_fill(g->base, GUARD_BYTE, GUARD) ||
+	    dev_fill(g->base + GUARD + size, GUARD_BYTE, GUARD))
+		return -1;
+	return 0;
+}
+
+static void gbuf_free(struct gbuf *g)
+{
+	if (g->base)
+		dev_free(g->base);
+	g->base = NULL;
+}
+
+/* Which guard byte changed, as "N bytes before/after", or 0. */
+static int gbuf_check(const struct gbuf *g, char *what, size_t n)
+{
+	unsigned char head[GUARD], tail[GUARD];
+
+	if (dev_d2h(head, g->base, GUARD) ||
+	    dev_d2h(tail, g->base + GUARD + g->size, GUARD))
+		return -1;
+	for (size_t i = GUARD; i-- > 0;)
+		if (head[i] != GUARD_BYTE) {
+			snprintf(what, n, "%zu bytes before the start",
+				 GUARD - i);
+			return 1;
+		}
+	for (size_t i = 0; i < GUARD; i++)
+		if (tail[i] != GUARD_BYTE) {
+			snprintf(what, n, "%zu bytes after the end", i + 1);
+			return 1;
+		}
+	return 0;
+}
+
+static int map_shm(const char *path, size_t size)
+{
+	int fd;
+
+	if (shm && !strcmp(path, shm_path) && size <= shm_size)
+		return 0;
+	if (shm)
+		munmap(shm, shm_size);
+	shm = NULL;
+	fd = open(path, O_RDWR);
+	if (fd < 0)
+		return -1;
+	shm = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (shm == MAP_FAILED) {
+		shm = NULL;
+		return -1;
+	}
+	shm_size = size;
+	snprintf(shm_path, sizeof(shm_path), "%s", path);
+	return 0;
+}
+
+/* The tensors of a request, described in the ABI's terms. */
+struct layout {
+	int n_in, n_out;
+	struct ak_tensor in[MAX_TENSORS], out[MAX_TENSORS];
+	size_t in_off[MAX_TENSORS], out_off[MAX_TENSORS];
+	double scalar[4];
+};
+
+static size_t tensor_bytes(const struct ak_tensor *t)
+{
+	return (size_t)ak_numel(t) * elem_size(t->dtype);
+}
+
+static int parse_tensor(json_t *j, struct ak_tensor *t, size_t *off)
+{
+	json_t *shape = json_object_get(j, "shape");
+	int64_t stride = 1;
+
+	memset(t, 0, sizeof(*t));
+	t->dtype = (enum ak_dtype)json_integer_value(json_object_get(j, "dtype"));
+	t->ndim = (int)json_array_size(shape);
+	*off = (size_t)json_integer_value(json_object_get(j, "offset"));
+	if (t->ndim > 4 || !elem_size(t->dtype))
+		return -1;
+	for (int d = 0; d < t->ndim; d++)
+		t->shape[d] = json_integer_value(json_array_get(shape, d));
+	for (int d = t->ndim - 1; d >= 0; d--) {
+		t->stride[d] = stride;
+		stride *= t->shape[d];
+	}
+	return *off + tensor_bytes(t) <= shm_size ? 0 : -1;
+}
+
+static int parse_layout(json_t *req, struct layout *l)
+{
+	json_t *ts = json_object_get(req, "tensors"), *sc, *t;
+	size_t i;
+
+	memset(l, 0, sizeof(*l));
+	if (map_shm(json_string_value(json_object_get(req, "shm")) ?
+		    json_string_value(json_object_get(req, "shm")) : "",
+		    (size_t)json_integer_value(json_object_get(req, "size"))))
+		return -1;
+	json_array_foreach(ts, i, t) {
+		int out = json_is_true(json_object_get(t, "out"));
+		int *n = out ? &l->n_out : &l->n_in;
+
+		if (*n >= MAX_TENSORS)
+			return -1;
+		if (parse_tensor(t, out ? &l->out[*n] : &l->in[*n],
+				 out ? &l->out_off[*n] : &l->in_off[*n]))
+			return -1;
+		(*n)++;
+	}
+	sc = json_object_get(req, "scalar");
+	for (i = 0; i < 4 && i < json_array_size(sc); i++)
+		l->scalar[i] = json_number_value(json_array_get(sc, i));
+	return 0;
+}
+
+/* Device copies of a layout: inputs filled, outputs poisoned, workspace. */
+struct dset {
+	struct gbuf in[MAX_TENSORS], out[MAX_TENSORS], ws;
+	struct ak_tensor tin[MAX_TENSORS], tout[MAX_TENSORS];
+	struct ak_args args;
+};
+
+static void dset_free(struct dset *s)
+{
+	for (int i = 0; i < MAX_TENSORS; i++) {
+		gbuf_free(&s->in[i]);
+		gbuf_free(&s->out[i]);
+	}
+	gbuf_free(&s->ws);
+}
+
+static int dset_inputs(struct dset *s, const struct layout *l)
+{
+	for (int i = 0; i < l->n_in; i++) {
+		size_t n = tensor_bytes(&l->in[i]);
+
+		if (gbuf_alloc(&s->in[i], n) ||
+		    dev_h2d(s->in[i].data, shm + l->in_off[i], n))
+			return -1;
+		s->tin[i] = l->in[i];
+		s->tin[i].data = s->in[i].data;
+	}
+	return 0;
+}
+
+static int dset_outputs(struct dset *s, const struct layout *l, int slot)
+{
+	for (int i = 0; i < l->n_out; i++) {
+		size_t n = tensor_bytes(&l->out[i]);
+
+		if (gbuf_alloc(&s->out[i], n) ||
+		    dev_fill(s->out[i].data, POISON_BYTE, n))
+			return -1;
+		s->tout[i] = l->out[i];
+		s->tout[i].data = s->out[i].data;
+	}
+	s->args.n_in = l->n_in;
+	s->args.n_out = l->n_out;
+	s->args.in = s->tin;
+	s->args.out = s->tout;
+	memcpy(s->args.scalar, l->scalar, sizeof(l->scalar));
+	s->args.stream = dev_stream();
+	s->args.workspace = NULL;
+	s->args.workspace_size = 0;
+	if (slots[slot].ws) {
+		size_t n = slots[slot].ws(&s->args);
+
+		if (n > ((size_t)1 << 40))
+			return -2;
+		if (gbuf_alloc(&s->ws, n))
+			return -1;
+		s->args.workspace = s->ws.data;
+		s->args.workspace_size = n;
+	}
+	return 0;
+}
+
+/* Guard bands intact, inputs unchanged: NULL, or what went wrong. */
+static int dset_integrity(struct dset *s, const struct layout *l,
+			  struct strbuf *why)
+{
+	char what[128];
+	int r;
+
+	for (int i = 0; i < l->n_out; i++) {
+		if ((r = gbuf_check(&s->out[i], what, sizeof(what))) != 0) {
+			if (r < 0)
+				return -1;
+			strbuf_addf(why, "wrote outside output %d: %s", i, what);
+			return 1;
+		}
+	}
+	if (s->ws.base &&
+	    (r = gbuf_check(&s->ws, what, sizeof(what))) != 0) {
+		if (r < 0)
+			return -1;
+		strbuf_addf(why, "wrote outside its workspace: %s", what);
+		return 1;
+	}
+	for (int i = 0; i < l->n_in; i++) {
+		size_t n = tensor_bytes(&l->in[i]);
+		unsigned char *copy;
+
+		if ((r = gbuf_check(&s->in[i], what, sizeof(what))) != 0) {
+			if (r < 0)
+				return -1;
+			strbuf_addf(why, "wrote outside input %d: %s", i, what);
+			return 1;
+		}
+		copy = xmalloc(n ? n : 1);
+		if (dev_d2h(copy, s->in[i].data, n)) {
+			free(copy);
+			return -1;
+		}
+		for (size_t b = 0; b < n; b++)
+			if (copy[b] != shm[l->in_off[i] + b]) {
+				strbuf_addf(why, "modified input %d at element "
+					    "%zu", i, b / elem_size(l->in[i].dtype));
+				free(copy);
+				return 1;
+			}
+		free(copy);
+	}
+	return 0;
+}
+
+static json_t *device_info;
+static char init_error[512];
+
+static json_t *req_hello(void)
+{
+	if (!device_info)
+		return json_pack("{s:b,s:s,s:b}", "ok", 0, "error", init_error,
+				 "no_device", 1);
+	return json_incref(device_info);
+}
+
+static json_t *req_load(json_t *req)
+{
+	int slot = (int)json_integer_value(json_object_get(req, "slot"));
+	const char *path = json_string_value(json_object_get(req, "path"));
+	void *h;
+
+	if (slot < 0 || slot >= MAX_SLOTS || !path)
+		return fail("bad load request");
+	if (slots[slot].handle)
+		dlclose(slots[slot].handle);
+	memset(&slots[slot], 0, sizeof(slots[slot]));
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return fail("cannot load the kernel: %s", dlerror());
+	slots[slot].handle = h;
+	*(void **)&slots[slot].fn = dlsym(h, "ak_kernel");
+	*(void **)&slots[slot].ws = dlsym(h, "ak_workspace_size");
+	if (!slots[slot].fn)
+		return fail("the kernel does not define ak_kernel()");
+	return json_pack("{s:b,s:b}", "ok", 1, "workspace", !!slots[slot].ws);
+}
+
+static json_t *checked_call(int slot, struct dset *s, int *rc)
+{
+	*rc = slots[slot].fn(&s->args);
+	if (dev_after_call())
+		return fail("%s", dev_error());
+	return NULL;
+}
+
+static json_t *req_call(json_t *req)
+{
+	int slot = (int)json_integer_value(json_object_get(req, "slot"));
+	struct layout l;
+	struct dset s;
+	struct strbuf why = STRBUF_INIT;
+	json_t *res = NULL;
+	int rc = 0, r;
+
+	memset(&s, 0, sizeof(s));
+	if (slot < 0 || slot >= MAX_SLOTS || !slots[slot].fn)
+		return fail("no kernel loaded in slot %d", slot);
+	if (parse_layout(req, &l))
+		return fail("bad tensor layout in request");
+	if (dset_inputs(&s, &l) || (r = dset_outputs(&s, &l, slot)) == -1) {
+		res = fail("%s", dev_error());
+		goto cleanup;
+	}
+	if (r == -2) {
+		res = fail("ak_workspace_size() asked for an absurd size");
+		goto cleanup;
+	}
+	if ((res = checked_call(slot, &s, &rc)))
+		goto cleanup;
+	if ((r = dset_integrity(&s, &l, &why)) < 0) {
+		res = fail("%s", dev_error());
+		goto cleanup;
+	}
+	for (int i = 0; i < l.n_out; i++)
+		if (dev_d2h(shm + l.out_off[i], s.out[i].data,
+			    tensor_bytes(&l.out[i]))) {
+			res = fail("%s", dev_error());
+			goto cleanup;
+		}
+	res = json_pack("{s:b,s:i}", "ok", 1, "rc", rc);
+	if (r)
+		json_object_set_new(res, "integrity", json_string(why.buf));
+	json_object_set_new(res, "workspace_bytes",
+			    json_integer((json_int_t)s.args.workspace_size));
+cleanup:
+	dset_free(&s);
+	strbuf_release(&why);
+	return res;
+}
+
+/*
+ * Interleaved timing.  Each round times every slot once and a device copy
+ * of copy_bytes (the op's minimum traffic: half read, half written), each
+ * after a cache flush and on its own rotating input set, so A and B see the
+ * same clocks and the same thermal state.
+ */
+struct bench {
+	int n_slots, slot[MAX_SLOTS], rotate, last;
+	struct dset set[MAX_SLOTS][4];
+	struct layout l;
+	void *copy_src, *copy_dst;
+	size_t copy_bytes;
+	json_t *times[MAX_SLOTS + 1];
+};
+
+static int bench_prepare(struct bench *b, json_t *req, struct strbuf *why)
+{
+	json_t *js = json_object_get(req, "slots");
+
+	b->n_slots = (int)json_array_size(js);
+	b->rotate = (int)json_integer_value(json_object_get(req, "rotate"));
+	if (b->rotate < 1 || b->rotate > 4)
+		b->rotate = 2;
+	if (b->n_slots < 1 || b->n_slots > MAX_SLOTS - 1) {
+		strbuf_addstr(why, "bad slot list");
+		return -1;
+	}
+	for (int i = 0; i < b->n_slots; i++) {
+		b->slot[i] = (int)json_integer_value(json_array_get(js, i));
+		if (b->slot[i] < 0 || b->slot[i] >= MAX_SLOTS ||
+		    !slots[b->slot[i]].fn) {
+			strbuf_addf(why, "no kernel loaded in slot %d", b->slot[i]);
+			return -1;
+		}
+	}
+	if (parse_layout(req, &b->l)) {
+		strbuf_addstr(why, "bad tensor layout in request");
+		return -1;
+	}
+	for (int i = 0; i < b->n_slots; i++)
+		for (int k = 0; k < b->rotate; k++) {
+			int r = dset_inputs(&b->set[i][k], &b->l);
+
+			if (!r)
+				r = dset_outputs(&b->set[i][k], &b->l, b->slot[i]);
+			if (r) {
+				strbuf_addstr(why, r == -2 ? "ak_workspace_size() "
+					      "asked for an absurd size" : dev_error());
+				return -1;
+			}
+		}
+	b->copy_bytes = (size_t)json_integer_value(json_object_get(req,
+							"copy_bytes")) / 2;
+	if (b->copy_bytes &&
+	    (dev_alloc(&b->copy_src, b->copy_bytes) ||
+	     dev_alloc(&b->copy_dst, b->copy_bytes) ||
+	     dev_fill(b->copy_src, 0x3c, b->copy_bytes))) {
+		strbuf_addstr(why, dev_error());
+		return -1;
+	}
+	return 0;
+}
+
+static int time_one(struct bench *b, int i, int k, double *us, int *rc)
+{
+	if (dev_flush_cache() || dev_timer_start())
+		return -1;
+	if (i == b->n_slots) {
+		if (dev_copy(b->copy_dst, b->copy_src, b->copy_bytes))
+			return -1;
+	} else {
+		*rc = slots[b->slot[i]].fn(&b->set[i][k].args);
+		if (*rc)
+			return 0;
+	}
+	return dev_timer_stop(us) || dev_after_call();
+}
+
+static json_t *bench_loop(struct bench *b, json_t *req)
+{
+	int warmup = (int)json_integer_value(json_object_get(req, "warmup"));
+	int iters = (int)json_integer_value(json_object_get(req, "iters"));
+	double budget = json_number_value(json_object_get(req, "budget_ms"));
+	int min_iters = (int)json_integer_value(json_object_get(req, "min_iters"));
+	int n = b->n_slots + (b->copy_bytes ? 1 : 0);
+	double spent = 0;
+
+	for (int i = 0; i <= b->n_slots; i++)
+		b->times[i] = json_array();
+	for (int it = 0; it < warmup + iters; it++) {
+		int k = it % b->rotate;
+
+		b->last = k;
+		for (int i = 0; i < n; i++) {
+			double us = 0;
+			int rc = 0;
+
+			if (time_one(b, i, k, &us, &rc))
+				return fail("%s", dev_error());
+			if (rc)
+				return json_pack("{s:b,s:i,s:i}", "ok", 1,
+						 "rc", rc, "slot", b->slot[i]);
+			spent += us / 1e3;
+			if (it >= warmup)
+				json_array_append_new(b->times[i], json_real(us));
+		}
+		if (budget > 0 && spent > budget && it >= warmup + min_iters)
+			break;
+	}
+	return NULL;
+}
+
+static json_t *bench_finish(struct bench *b, json_t *req)
+{
+	json_t *outs = json_object_get(req, "outs"), *res, *times;
+	struct strbuf why = STRBUF_INIT;
+
+	for (int i = 0; i < b->n_slots; i++) {
+		json_t *offs = json_array_get(outs, i);
+
+		for (int k = 0; k < b->rotate; k++) {
+			int r = dset_integrity(&b->set[i][k], &b->l, &why);
+
+			if (r < 0)
+				return fail("%s", dev_error());
+			if (r) {
+				res = json_pack("{s:b,s:s,s:i}", "ok", 1,
+						"integrity", why.buf,
+						"slot", b->slot[i]);
+				strbuf_release(&why);
+				return res;
+			}
+		}
+		/* The last timed call's outputs go back to be checked. */
+		for (int o = 0; o < b->l.n_out && offs; o++) {
+			size_t off = json_integer_value(json_array_get(offs, o));
+			size_t n = tensor_bytes(&b->l.out[o]);
+			if (off + n > shm_size ||
+			    dev_d2h(shm + off, b->set[i][b->last].out[o].data, n))
+				return fail("cannot copy outputs back");
+		}
+	}
+	times = json_object();
+	for (int i = 0; i < b->n_slots; i++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "%d", b->slot[i]);
+		json_object_set(times, key, b->times[i]);
+	}
+	if (b->copy_bytes)
+		json_object_set(times, "copy", b->times[b->n_slots]);
+	res = json_pack("{s:b,s:i,s:o}", "ok", 1, "rc", 0, "times", times);
+	strbuf_release(&why);
+	return res;
+}
+
+static json_t *req_bench(json_t *req)
+{
+	struct bench *b = xcalloc(1, sizeof(*b));
+	struct strbuf why = STRBUF_INIT;
+	json_t *res;
+
+	if (bench_prepare(b, req, &why))
+		res = fail("%s", why.buf);
+	else if (!(res = bench_loop(b, req)))
+		res = bench_finish(b, req);
+	for (int i = 0; i < MAX_SLOTS; i++)
+		for (int k = 0; k < 4; k++)
+			dset_free(&b->set[i][k]);
+	if (b->copy_src)
+		dev_free(b->copy_src);
+	if (b->copy_dst)
+		dev_free(b->copy_dst);
+	for (int i = 0; i <= MAX_SLOTS; i++)
+		json_decref(b->times[i]);
+	free(b);
+	strbuf_release(&why);
+	return res;
+}
+
+static json_t *req_ceilings(void)
+{
+	json_t *out = json_object();
+
+	if (dev_ceilings(out)) {
+		json_decref(out);
+		return fail("%s", dev_error());
+	}
+	json_object_set_new(out, "ok", json_true());
+	return out;
+}
+
+static json_t *dispatch(json_t *req)
+{
+	const char *what = json_string_value(json_object_get(req, "req"));
+
+	if (!what)
+		return fail("request without 'req'");
+	if (!strcmp(what, "hello"))
+		return req_hello();
+	if (!device_info)
+		return fail("%s", init_error);
+	if (!strcmp(what, "load"))
+		return req_load(req);
+	if (!strcmp(what, "call"))
+		return req_call(req);
+	if (!strcmp(what, "bench"))
+		return req_bench(req);
+	if (!strcmp(what, "ceilings"))
+		return req_ceilings();
+	return fail("unknown request '%s'", what);
+}
+
+int main(void)
+{
+	char *line = NULL;
+	size_t cap = 0;
+
+	/* Our stdout is the protocol: kernels' printf goes to stderr. */
+	int proto = dup(1);
+	FILE *out;
+
+	if (getenv("AK_RUNNER_STDERR")) {
+		int fd = open(getenv("AK_RUNNER_STDERR"),
+			      O_WRONLY | O_APPEND | O_CLOEXEC);
+
+		if (fd >= 0) {
+			dup2(fd, 2);
+			close(fd);
+		}
+	}
+	dup2(2, 1);
+	out = fdopen(proto, "w");
+	if (!out)
+		return 3;
+	device_info = json_object();
+	if (dev_init(device_info)) {
+		snprintf(init_error, sizeof(init_error), "%s", dev_error());
+		json_decref(device_info);
+		device_info = NULL;
+	} else {
+		json_object_set_new(device_info, "ok", json_true());
+		json_object_set_new(device_info, "backend",
+				    json_string(dev_backend));
+		json_object_set_new(device_info, "abi",
+				    json_integer(AK_ABI_VERSION));
+	}
+	while (getline(&line, &cap, stdin) > 0) {
+		json_error_t jerr;
+		json_t *req = json_loads(line, 0, &jerr), *res;
+		int fatal;
+
+		res = req ? dispatch(req) : fail("bad request: %s", jerr.text);
+		fatal = json_is_true(json_object_get(res, "fatal"));
+		json_dumpf(res, out, JSON_COMPACT);
+		fputc('\n', out);
+		fflush(out);
+		json_decref(req);
+		json_decref(res);
+		if (fatal)
+			return 4;
+	}
+	free(line);
+	return 0;
+}

@@ -1,0 +1,257 @@
+/*
+ * cmd-hook.c: what the installed hooks run on autokernel/ branches.
+ *
+ *   pre-commit   judges the staged candidate (the index, not the work
+ *                tree): build, the five stages, the interleaved benchmark
+ *                against HEAD (and the baseline), and the keep rule; the
+ *                result is saved as pending, keyed by tree and HEAD
+ *   commit-msg   has the message: a kept candidate gets its trailers; a
+ *                rejected one is saved as an attempt commit and the commit
+ *                is refused (and the kernel reset to HEAD's)
+ *   post-commit  writes the pending result as the new commit's note
+ *
+ * The decision is made in pre-commit and enforced in commit-msg because
+ * only commit-msg sees the message an attempt must keep.
+ */
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "builtin.h"
+#include "dtype.h"
+#include "experiment.h"
+#include "judge.h"
+#include "paths.h"
+#include "records.h"
+#include "repo.h"
+
+static const char usage_hook[] =
+	"usage: git autokernel hook (pre-commit | commit-msg <file> | post-commit)\n";
+
+/* The staged tree and HEAD of the commit being made. */
+struct staged {
+	char *name;
+	git_oid tree, head;
+	int unborn;
+	struct strbuf key;
+};
+
+static int staged_load(struct staged *s)
+{
+	git_index *index = NULL;
+	int r;
+
+	memset(s, 0, sizeof(*s));
+	strbuf_init(&s->key, 0);
+	if (!(s->name = repo_branch_name()))
+		return 1;
+	if (repo_hook_index(&index) < 0)
+		return -1;
+	if (git_index_write_tree(&s->tree, index) < 0) {
+		git_index_free(index);
+		return error("unable to write the staged tree: %s", repo_error());
+	}
+	git_index_free(index);
+	r = repo_head(&s->head);
+	if (r < 0)
+		return -1;
+	s->unborn = r == 1;
+	pending_key(&s->key, &s->tree, s->unborn ? NULL : &s->head);
+	return 0;
+}
+
+static void staged_release(struct staged *s)
+{
+	free(s->name);
+	strbuf_release(&s->key);
+}
+
+static int hook_pre_commit(void)
+{
+	struct staged s;
+	json_t *res;
+	int r = staged_load(&s), ret = 0;
+
+	if (r) {
+		staged_release(&s);
+		return r > 0 ? 0 : 1;
+	}
+	if ((res = pending_load(s.key.buf))) {
+		fprintf(stderr, "autokernel: this staged tree was judged "
+			"against this HEAD before: %s\n",
+			json_string_value(json_object_get(res, "verdict")));
+		json_decref(res);
+		goto done;
+	}
+	r = experiment_judge(&res, s.name, &s.tree, s.unborn ? NULL : &s.head,
+			     stderr);
+	if (r == 2 || r == 3) {
+		ret = 1;        /* refused or no device: nothing to record */
+		goto done;
+	}
+	if (pending_save(s.key.buf, res) < 0)
+		ret = 1;
+	json_decref(res);
+done:
+	staged_release(&s);
+	return ret;
+}
+
+/* Restores the kernel in the work tree to HEAD's, and the index entry
+ * once git has released its lock (from a detached child, since the
+ * index is locked while this hook runs). */
+static void reset_kernel(const char *name, json_t *res)
+{
+	const char *kernel = json_string_value(json_object_get(res, "kernel_path"));
+	struct strbuf text = STRBUF_INIT, path = STRBUF_INIT;
+	struct strbuf lock = STRBUF_INIT;
+	pid_t pid;
+
+	(void)name;
+	if (!kernel || repo_read_file(&text, "HEAD", kernel))
+		goto cleanup;
+	strbuf_addf(&path, "%s%s", repo_workdir(), kernel);
+	write_file_atomic(path.buf, text.buf, text.len);
+	if (getenv("AUTOKERNEL_RUN"))
+		goto cleanup;   /* the loop resets the index itself */
+	/* git holds index.lock until the refused commit is rolled back */
+	strbuf_addf(&lock, "%sindex.lock", repo_gitdir());
+	pid = fork();
+	if (pid == 0) {
+		int null_fd = open("/dev/null", O_RDWR);
+
+		setsid();
+		dup2(null_fd, 0);
+		dup2(null_fd, 1);
+		dup2(null_fd, 2);
+		for (int i = 0; i < 600 && !access(lock.buf, F_OK); i++)
+			usleep(100000);
+		unsetenv("GIT_INDEX_FILE");
+		execlp("git", "git", "reset", "-q", "HEAD", "--", kernel,
+		       (char *)NULL);
+		_exit(127);
+	}
+cleanup:
+	strbuf_release(&text);
+	strbuf_release(&path);
+	strbuf_release(&lock);
+}
+
+static int hook_reject(struct staged *s, json_t *res, struct strbuf *msg)
+{
+	json_t *an = json_object_get(res, "attempt");
+	struct strbuf am = STRBUF_INIT;
+	git_oid id;
+	int n = 0;
+
+	if (json_is_integer(an)) {
+		n = (int)json_integer_value(an);
+	} else {
+		experiment_attempt_message(&am, msg->buf, res);
+		if (attempt_save(&n, &id, s->name, &s->tree,
+				 s->unborn ? NULL : &s->head, am.buf, res) < 0) {
+			strbuf_release(&am);
+			return 1;
+		}
+		json_object_set_new(res, "attempt", json_integer(n));
+		pending_save(s->key.buf, res);
+	}
+	fprintf(stderr, "autokernel: rejected: %s\n"
+		"autokernel: the candidate is saved as %s%s/%d "
+		"('git autokernel log --attempts')\n",
+		json_string_value(json_object_get(res, "verdict")),
+		ATTEMPTS_PREFIX, s->name, n);
+	if (config_bool("autokernel.resetOnFail", 1)) {
+		reset_kernel(s->name, res);
+		fprintf(stderr, "autokernel: the kernel is reset to HEAD's "
+			"(autokernel.resetOnFail)\n");
+	}
+	strbuf_release(&am);
+	return 1;
+}
+
+static int hook_commit_msg(const char *file)
+{
+	struct staged s;
+	struct strbuf msg = STRBUF_INIT;
+	json_t *res = NULL;
+	int r = staged_load(&s), ret = 0;
+
+	if (r) {
+		staged_release(&s);
+		return r > 0 ? 0 : 1;
+	}
+	if (!(res = pending_load(s.key.buf))) {
+		ret = error("no verification result for the staged tree (was "
+			    "the pre-commit hook skipped? 'git commit "
+			    "--no-verify' skips both)");
+		ret = 1;
+		goto cleanup;
+	}
+	if (strbuf_read_file(&msg, file) < 0) {
+		ret = error_errno("unable to read '%s'", file) ? 1 : 1;
+		goto cleanup;
+	}
+	message_cleanup(&msg);
+	if (!json_is_true(json_object_get(res, "keep"))) {
+		ret = hook_reject(&s, res, &msg);
+		goto cleanup;
+	}
+	experiment_kept_message(&msg, res);
+	if (write_file_atomic(file, msg.buf, msg.len) < 0)
+		ret = 1;
+cleanup:
+	json_decref(res);
+	strbuf_release(&msg);
+	staged_release(&s);
+	return ret;
+}
+
+static int hook_post_commit(void)
+{
+	git_commit *commit = NULL;
+	git_oid head;
+	struct strbuf key = STRBUF_INIT;
+	char *name = repo_branch_name();
+	json_t *res = NULL;
+	int ret = 0;
+
+	if (!name || repo_head(&head) ||
+	    git_commit_lookup(&commit, repo_need(), &head) < 0)
+		goto cleanup;
+	pending_key(&key, git_commit_tree_id(commit),
+		    git_commit_parentcount(commit) ?
+		    git_commit_parent_id(commit, 0) : NULL);
+	if (!(res = pending_load(key.buf)))
+		goto cleanup;   /* --no-verify: the commit stays unverified */
+	json_object_set_new(res, "commit", json_string(git_oid_tostr_s(&head)));
+	if (note_write(&head, res) == 0)
+		pending_remove(key.buf);
+	else
+		ret = 1;
+cleanup:
+	json_decref(res);
+	git_commit_free(commit);
+	strbuf_release(&key);
+	free(name);
+	return ret;
+}
+
+int cmd_hook(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage_with(usage_hook, 0);
+	if (!strcmp(argv[1], "-h"))
+		return usage_with(usage_hook, 1);
+	repo_need();
+	if (!strcmp(argv[1], "pre-commit"))
+		return hook_pre_commit();
+	if (!strcmp(argv[1], "commit-msg") && argc == 3)
+		return hook_commit_msg(argv[2]);
+	if (!strcmp(argv[1], "post-commit"))
+		return hook_post_commit();
+	return usage_with(usage_hook, 0);
+}

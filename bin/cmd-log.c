@@ -1,0 +1,139 @@
+/*
+ * cmd-log.c: `log`: the branch's experiments, one row each.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "builtin.h"
+#include "history.h"
+#include "repo.h"
+
+static const char usage_log[] =
+	"usage: git autokernel log [--attempts] [--json]\n"
+	"\n"
+	"One row per experiment on the current autokernel/* branch: commit,\n"
+	"status (baseline, kept, rejected, unverified), verdict, time, speedup\n"
+	"over the baseline, % of the floor, hypothesis.  --attempts includes the\n"
+	"rejected candidates (refs/autokernel/attempts/<name>/<n>).\n";
+
+static double num(json_t *note, const char *key)
+{
+	json_t *v = json_object_get(note, key);
+
+	return json_is_number(v) ? json_number_value(v) : -1;
+}
+
+static json_t *row_json(const struct experiment *e)
+{
+	json_t *r = json_pack("{s:s,s:s,s:s,s:I}", "commit",
+			      git_oid_tostr_s(&e->id), "status", e->status,
+			      "hypothesis", e->subject, "time", e->when);
+
+	if (e->attempt)
+		json_object_set_new(r, "attempt", json_integer(e->attempt));
+	if (e->note) {
+		json_object_set(r, "verdict", json_object_get(e->note, "verdict"));
+		json_object_set(r, "reason", json_object_get(e->note, "reason"));
+		json_object_set(r, "time_us", json_object_get(e->note, "time_us"));
+		json_object_set(r, "speedup", json_object_get(e->note, "speedup"));
+		json_object_set(r, "roofline", json_object_get(e->note, "roofline"));
+		json_object_set(r, "tokens", json_object_get(e->note, "tokens"));
+	}
+	return r;
+}
+
+static void print_row(int i, const struct experiment *e)
+{
+	char id[8], t[16] = "-", sp[16] = "-", rf[16] = "-", what[16];
+	double us = num(e->note, "time_us"), s = num(e->note, "speedup");
+	double r = num(e->note, "roofline");
+
+	git_oid_tostr(id, sizeof(id), &e->id);
+	if (us > 0)
+		snprintf(t, sizeof(t), us < 1000 ? "%.2f" : "%.0f", us);
+	if (s > 0)
+		snprintf(sp, sizeof(sp), "%.2fx", s);
+	if (r > 0)
+		snprintf(rf, sizeof(rf), "%.0f%%", r * 100);
+	if (e->attempt)
+		snprintf(what, sizeof(what), "%s", experiment_reason(e));
+	else
+		snprintf(what, sizeof(what), "%s", e->status);
+	printf("%4d  %-7s %-9s %-10s %10s %8s %6s  %s\n", i, id,
+	       e->attempt ? "rejected" : "kept", what, t, sp, rf, e->subject);
+}
+
+static void print_tokens(const struct history *h)
+{
+	long long in = 0, out = 0;
+
+	for (size_t i = 0; i < h->nr; i++) {
+		json_t *t = json_object_get(h->e[i].note, "tokens");
+
+		in += json_integer_value(json_object_get(t, "input"));
+		out += json_integer_value(json_object_get(t, "output"));
+	}
+	if (in || out)
+		printf("tokens: %lld in, %lld out\n", in, out);
+}
+
+int cmd_log(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "attempts", no_argument, NULL, 'a' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct history h = HISTORY_INIT;
+	int attempts = 0, json = 0, opt, kept = 0, rejected = 0;
+	char *name;
+
+	while ((opt = getopt_long(argc, argv, "ah", opts, NULL)) != -1) {
+		if (opt == 'a')
+			attempts = 1;
+		else if (opt == 'j')
+			json = 1;
+		else
+			return usage_with(usage_log, opt == 'h');
+	}
+	if (optind < argc)
+		return usage_with(usage_log, 0);
+	repo_need();
+	if (!(name = repo_branch_name()))
+		return error("not on an autokernel/* branch"), 3;
+	if (history_load(&h, name, attempts) < 0) {
+		free(name);
+		return 3;
+	}
+	if (json) {
+		json_t *a = json_array();
+
+		for (size_t i = 0; i < h.nr; i++)
+			json_array_append_new(a, row_json(&h.e[i]));
+		json_dumpf(a, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(a);
+	} else {
+		printf("%4s  %-7s %-9s %-10s %10s %8s %6s  %s\n", "#", "commit",
+		       "result", "verdict", "time(us)", "speedup", "floor",
+		       "hypothesis");
+		for (size_t i = 0; i < h.nr; i++) {
+			print_row((int)i, &h.e[i]);
+			if (h.e[i].attempt)
+				rejected++;
+			else
+				kept++;
+		}
+		printf("autokernel/%s: %d kept%s", name, kept,
+		       attempts ? "" : " (--attempts shows the rejected)");
+		if (attempts)
+			printf(", %d rejected", rejected);
+		printf("\n");
+		print_tokens(&h);
+	}
+	history_release(&h);
+	free(name);
+	return 0;
+}

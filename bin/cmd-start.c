@@ -1,0 +1,283 @@
+/*
+ * cmd-start.c: `start <op>`: a branch, a kernel directory, a baseline.
+ */
+#include <ctype.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "build.h"
+#include "builtin.h"
+#include "dtype.h"
+#include "paths.h"
+#include "problem.h"
+#include "records.h"
+#include "repo.h"
+#include "setup.h"
+
+static const char usage_start[] =
+	"usage: git autokernel start <op> [--backend B] [--dtype D[,D..]]\n"
+	"                            [--shape S] [--name N] [--from FILE]\n"
+	"                            [--naive] [--problem FILE]\n"
+	"\n"
+	"Creates branch autokernel/<name> (name: the op), writes\n"
+	"<name>/problem.json and the kernel (the tool's starter, its simplest\n"
+	"version with --naive, or FILE), verifies and benchmarks it, and\n"
+	"commits it as the baseline.  --shape sets the bench shape, --dtype\n"
+	"the dtypes verified (the first is benchmarked); --problem takes shapes,\n"
+	"tolerances and seed from a problem.json of your own.\n";
+
+struct start_opts {
+	const char *op, *backend, *dtype, *shape, *name, *from, *problem;
+	int naive;
+};
+
+static int valid_name(const char *s)
+{
+	if (!*s || *s == '.' || *s == '-' || strlen(s) > 100)
+		return 0;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr("._-", *s))
+			return 0;
+	return 1;
+}
+
+static int starter_path(struct strbuf *path, const struct start_opts *o,
+			const char *backend)
+{
+	const char *ext = backend_ext(backend);
+
+	if (o->from) {
+		strbuf_addstr(path, o->from);
+		return 0;
+	}
+	strbuf_addf(path, "%s/kernels/%s/%s%s%s", ak_datadir(), backend,
+		    o->naive ? "naive/" : "", o->op, ext);
+	if (access(path->buf, R_OK))
+		return error("no %s%s starter for '%s' at '%s'",
+			     o->naive ? "naive " : "", backend, o->op, path->buf);
+	return 0;
+}
+
+static int parse_start(int argc, char **argv, struct start_opts *o)
+{
+	static const struct option opts[] = {
+		{ "backend", required_argument, NULL, 'b' },
+		{ "dtype", required_argument, NULL, 'd' },
+		{ "shape", required_argument, NULL, 's' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "from", required_argument, NULL, 'f' },
+		{ "naive", no_argument, NULL, 'N' },
+		{ "problem", required_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'b': o->backend = optarg; break;
+		case 'd': o->dtype = optarg; break;
+		case 's': o->shape = optarg; break;
+		case 'n': o->name = optarg; break;
+		case 'f': o->from = optarg; break;
+		case 'N': o->naive = 1; break;
+		case 'p': o->problem = optarg; break;
+		default: return usage_with(usage_start, opt == 'h') ? 2 : -1;
+		}
+	}
+	if (optind != argc - 1)
+		return usage_with(usage_start, 0);
+	o->op = argv[optind];
+	if (!o->name)
+		o->name = o->op;
+	return 0;
+}
+
+static int make_problem(struct problem *p, const struct start_opts *o,
+			const char *backend)
+{
+	const struct op *op = op_find(o->op);
+	char err[256];
+
+	if (!op)
+		return error("unknown op '%s' (see 'git autokernel ops')", o->op);
+	if (o->problem) {
+		if (problem_load(p, o->problem) < 0)
+			return -1;
+		if (p->op != op)
+			return error("'%s' is a problem for '%s', not '%s'",
+				     o->problem, p->op->name, o->op);
+		snprintf(p->backend, sizeof(p->backend), "%s", backend);
+		snprintf(p->kernel, sizeof(p->kernel), "kernel%s",
+			 backend_ext(backend));
+	} else {
+		problem_default(p, op, backend);
+	}
+	if (o->dtype && problem_set_dtypes(p, o->dtype) < 0)
+		return -1;
+	if (o->shape && shape_parse(&p->bench, op, o->shape, err,
+				    sizeof(err)) < 0)
+		return error("%s", err);
+	return 0;
+}
+
+static int branch_exists(const char *branch)
+{
+	git_reference *ref = NULL;
+	int e = git_branch_lookup(&ref, repo_need(), branch, GIT_BRANCH_LOCAL);
+
+	git_reference_free(ref);
+	return e == 0;
+}
+
+static int write_dir(const char *dir, const struct problem *p,
+		     const char *src)
+{
+	struct strbuf text = STRBUF_INIT, path = STRBUF_INIT;
+	char *json = problem_dump(p);
+	int ret = 0;
+
+	if (strbuf_read_file(&text, src) < 0)
+		ret = error_errno("unable to read '%s'", src);
+	else if (mkdir_p(dir) < 0)
+		ret = -1;
+	if (!ret) {
+		strbuf_addf(&path, "%s/problem.json", dir);
+		if (write_file_atomic(path.buf, json, strlen(json)) < 0)
+			ret = -1;
+		strbuf_reset(&path);
+		strbuf_addf(&path, "%s/%s", dir, p->kernel);
+		if (!ret && write_file_atomic(path.buf, text.buf, text.len) < 0)
+			ret = -1;
+	}
+	free(json);
+	strbuf_release(&text);
+	strbuf_release(&path);
+	return ret;
+}
+
+/* Back to where the user was: their branch, no new branch, no dir. */
+static void undo_start(const char *orig, const char *branch, const char *dir)
+{
+	struct strbuf ref = STRBUF_INIT;
+
+	git_cmd(NULL, 1, "reset", "-q", "--", dir, NULL);
+	git_cmd(NULL, 1, "rm", "-r", "-q", "--cached", "--ignore-unmatch",
+		"--", dir, NULL);
+	remove_tree(dir);
+	strbuf_addf(&ref, "refs/heads/%s", orig);
+	git_cmd(NULL, 1, "symbolic-ref", "HEAD", ref.buf, NULL);
+	git_cmd(NULL, 1, "branch", "-q", "-D", branch, NULL);
+	strbuf_release(&ref);
+}
+
+static void print_started(const char *branch, const char *name)
+{
+	git_oid head;
+	json_t *note = NULL;
+
+	if (!repo_head(&head))
+		note = note_read(&head);
+	printf("started %s: ", branch);
+	if (note)
+		printf("baseline %.2f us at %s %s, %.0f%% of the floor, on %s\n",
+		       json_number_value(json_object_get(note, "time_us")),
+		       json_string_value(json_object_get(json_object_get(note,
+						"bench"), "shape")),
+		       json_string_value(json_object_get(json_object_get(note,
+						"bench"), "dtype")),
+		       100 * json_number_value(json_object_get(note, "roofline")),
+		       json_string_value(json_object_get(json_object_get(note,
+						"device"), "name")));
+	else
+		printf("baseline committed\n");
+	printf("next: edit %s/ and 'git commit', or 'git autokernel run'\n",
+	       name);
+	json_decref(note);
+}
+
+int cmd_start(int argc, char **argv)
+{
+	struct start_opts o = { 0 };
+	struct problem p;
+	struct strbuf branch = STRBUF_INIT, src = STRBUF_INIT;
+	struct strbuf dir = STRBUF_INIT, msg = STRBUF_INIT;
+	char *backend = NULL, *orig = NULL;
+	struct stat st;
+	int rc;
+
+	if ((rc = parse_start(argc, argv, &o)))
+		return rc < 0 ? 0 : rc;
+	repo_need();
+	if (o.backend) {
+		backend = xstrdup(o.backend);
+	} else if (o.problem) {
+		if (problem_load(&p, o.problem) < 0) {
+			rc = 2;
+			goto cleanup;
+		}
+		backend = xstrdup(p.backend);
+	} else {
+		backend = default_backend();
+	}
+	rc = 2;
+	if (!valid_name(o.name)) {
+		error("bad experiment name '%s' (letters, digits, '.', '_', '-')",
+		      o.name);
+		goto cleanup;
+	}
+	if (!backend_known(backend)) {
+		error("unknown backend '%s' (host, cuda, hip)", backend);
+		goto cleanup;
+	}
+	if (make_problem(&p, &o, backend) < 0 || starter_path(&src, &o, backend))
+		goto cleanup;
+	rc = 3;
+	strbuf_addf(&branch, "autokernel/%s", o.name);
+	strbuf_addf(&dir, "%s%s", repo_workdir(), o.name);
+	if (branch_exists(branch.buf)) {
+		error("branch '%s' already exists: check it out and 'git "
+		      "autokernel run', or choose another --name", branch.buf);
+		goto cleanup;
+	}
+	if (!lstat(dir.buf, &st)) {
+		error("'%s' already exists in the work tree: choose another "
+		      "--name", o.name);
+		goto cleanup;
+	}
+	if (!hooks_installed() && setup_repository(1) < 0)
+		goto cleanup;
+	orig = repo_current_branch();
+	if (git_cmd(NULL, 0, "checkout", "-q", "-b", branch.buf, NULL)) {
+		error("unable to create branch '%s'", branch.buf);
+		goto cleanup;
+	}
+	if (write_dir(dir.buf, &p, src.buf) < 0 ||
+	    git_cmd(NULL, 0, "add", "--", o.name, NULL)) {
+		undo_start(orig ? orig : "main", branch.buf, o.name);
+		goto cleanup;
+	}
+	strbuf_addf(&msg, "%s: baseline, the %s%s starter", o.op,
+		    o.from ? "given" : backend, o.naive ? " naive" : "");
+	if (git_cmd(NULL, 0, "commit", "-q", "-m", msg.buf, "--", o.name,
+		    NULL)) {
+		error("the starter was not accepted as the baseline (above); "
+		      "'%s' is not created", branch.buf);
+		undo_start(orig ? orig : "main", branch.buf, o.name);
+		rc = 1;
+		goto cleanup;
+	}
+	print_started(branch.buf, o.name);
+	rc = 0;
+cleanup:
+	free(backend);
+	free(orig);
+	strbuf_release(&branch);
+	strbuf_release(&src);
+	strbuf_release(&dir);
+	strbuf_release(&msg);
+	return rc;
+}

@@ -1,0 +1,418 @@
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "dtype.h"
+#include "experiment.h"
+#include "judge.h"
+#include "records.h"
+#include "repo.h"
+
+static int tree_has(git_tree *tree, const char *path)
+{
+	git_tree_entry *e = NULL;
+	int has = tree && git_tree_entry_bypath(&e, tree, path) == 0;
+
+	git_tree_entry_free(e);
+	return has;
+}
+
+static git_tree *commit_tree(const git_oid *commit)
+{
+	git_commit *c = NULL;
+	git_tree *t = NULL;
+
+	if (commit && git_commit_lookup(&c, repo_need(), commit) == 0)
+		git_commit_tree(&t, c);
+	git_commit_free(c);
+	return t;
+}
+
+int experiment_baseline(git_oid *out, const char *name, const git_oid *head)
+{
+	struct strbuf path = STRBUF_INIT;
+	git_commit *c = NULL, *parent = NULL;
+	int ret = -1;
+
+	strbuf_addf(&path, "%s/problem.json", name);
+	if (git_commit_lookup(&c, repo_need(), head) < 0)
+		goto cleanup;
+	for (;;) {
+		git_tree *pt = NULL;
+		int parent_has;
+
+		if (git_commit_parentcount(c) == 0 ||
+		    git_commit_parent(&parent, c, 0) < 0) {
+			*out = *git_commit_id(c);
+			ret = 0;
+			break;
+		}
+		git_commit_tree(&pt, parent);
+		parent_has = tree_has(pt, path.buf);
+		git_tree_free(pt);
+		if (!parent_has) {
+			*out = *git_commit_id(c);
+			git_commit_free(parent);
+			ret = 0;
+			break;
+		}
+		git_commit_free(c);
+		c = parent;
+		parent = NULL;
+	}
+cleanup:
+	git_commit_free(c);
+	strbuf_release(&path);
+	return ret;
+}
+
+/* Which paths the candidate may change: on the baseline, anything under
+ * <name>/; afterwards only the kernel file.  0, or 2 after an error. */
+static int check_paths(const char *name, const git_oid *tree,
+		       git_tree *head_tree, int baseline, const char *kernel)
+{
+	git_tree *t = NULL;
+	git_diff *diff = NULL;
+	struct strbuf dir = STRBUF_INIT, kpath = STRBUF_INIT, bad = STRBUF_INIT;
+	int kernel_changed = 0, ret = 0;
+
+	strbuf_addf(&dir, "%s/", name);
+	strbuf_addf(&kpath, "%s/%s", name, kernel);
+	if (git_tree_lookup(&t, repo_need(), tree) < 0 ||
+	    git_diff_tree_to_tree(&diff, repo_need(), head_tree, t, NULL) < 0) {
+		ret = error("unable to diff the staged tree: %s", repo_error());
+		goto cleanup;
+	}
+	for (size_t i = 0; i < git_diff_num_deltas(diff); i++) {
+		const git_diff_delta *d = git_diff_get_delta(diff, i);
+		const char *p = d->new_file.path ? d->new_file.path :
+			d->old_file.path;
+
+		if (!strcmp(p, kpath.buf) && d->status != GIT_DELTA_DELETED)
+			kernel_changed = 1;
+		else if (!baseline || !starts_with(p, dir.buf))
+			strbuf_addf(&bad, "\n\t%s", p);
+	}
+	if (bad.len)
+		ret = error("an experiment commit on autokernel/%s may change "
+			    "only '%s'%s; this one also changes:%s", name,
+			    kpath.buf, baseline ? " and the files of its "
+			    "directory" : " (problem.json is fixed after the "
+			    "baseline)", bad.buf);
+	else if (!kernel_changed && !baseline)
+		ret = error("the staged tree does not change '%s': nothing to "
+			    "judge", kpath.buf);
+	if (ret)
+		ret = 2;
+cleanup:
+	git_diff_free(diff);
+	git_tree_free(t);
+	strbuf_release(&dir);
+	strbuf_release(&kpath);
+	strbuf_release(&bad);
+	return ret;
+}
+
+static int load_rev(struct candidate *c, const git_oid *id, const char *name,
+		    const char *label)
+{
+	char hex[GIT_OID_HEXSZ + 1];
+	int rc;
+
+	git_oid_tostr(hex, sizeof(hex), id);
+	rc = candidate_load(c, hex, name);
+	if (!rc)
+		snprintf(c->label, sizeof(c->label), "%s", label);
+	return rc;
+}
+
+struct judging {
+	const char *name;
+	const git_oid *tree, *head;
+	git_oid base;
+	int baseline, have_base;
+	struct candidate cand, best, first;
+	struct judge j;
+	FILE *out;
+	json_t *res;
+	struct strbuf verdict;
+};
+
+static void result_base(struct judging *x)
+{
+	char *problem = problem_dump(&x->cand.p);
+	struct strbuf kpath = STRBUF_INIT;
+
+	strbuf_addf(&kpath, "%s/%s", x->name, x->cand.p.kernel);
+	x->res = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:O}",
+		"version", 1, "tool", AK_VERSION, "name", x->name,
+		"op", x->cand.p.op->name, "backend", x->cand.p.backend,
+		"kernel_path", kpath.buf, "tree", git_oid_tostr_s(x->tree),
+		"problem", json_loads(problem, 0, NULL), "device", x->j.device);
+	json_object_set_new(x->res, "head", x->head ?
+		json_string(git_oid_tostr_s(x->head)) : json_null());
+	if (x->j.ceilings)
+		json_object_set(x->res, "ceilings", x->j.ceilings);
+	free(problem);
+	strbuf_release(&kpath);
+}
+
+static void reject(struct judging *x, const char *reason)
+{
+	json_object_set_new(x->res, "keep", json_false());
+	json_object_set_new(x->res, "status", json_string("rejected"));
+	json_object_set_new(x->res, "reason", json_string(reason));
+	json_object_set_new(x->res, "verdict", json_string(x->verdict.buf));
+}
+
+/* Build and the five stages of the candidate; 0 passed, 1 rejected. */
+static int judge_candidate(struct judging *x)
+{
+	json_t *vr = NULL;
+	long long t0 = now_ns();
+	int rc = judge_build(&x->j, &x->cand, 0, &x->verdict);
+
+	fprintf(x->out, "  build        %-4s %6.2f s\n", rc ? "FAIL" : "ok",
+		(now_ns() - t0) / 1e9);
+	if (rc == 1) {
+		fprintf(x->out, "%s\n", x->verdict.buf);
+		reject(x, "build");
+		return 1;
+	}
+	rc = verify_stages(&x->j.r, &x->cand.p, 0, &vr, &x->verdict, x->out);
+	json_object_set_new(x->res, "verify", vr);
+	if (rc) {
+		reject(x, "verify");
+		return 1;
+	}
+	return 0;
+}
+
+static double med(json_t *bench, int i)
+{
+	return json_number_value(json_object_get(json_array_get(
+		json_object_get(bench, "kernels"), i), "median_us"));
+}
+
+static int judge_bench(struct judging *x)
+{
+	int slots[3] = { 0, 1, 2 }, n = 1;
+	json_t *b = NULL, *k;
+	enum ak_dtype dt = x->cand.p.dtypes[0];
+	double speedup = 1, t;
+	char shape[128];
+
+	if (!x->baseline)
+		n = x->have_base ? 3 : 2;
+	if (bench_slots(&x->j.r, &x->cand.p, dt, slots, n,
+			judge_ceilings(&x->j, 0), &b, &x->verdict)) {
+		json_object_set_new(x->res, "bench", b ? b : json_null());
+		reject(x, "bench");
+		return 1;
+	}
+	json_object_set_new(x->res, "bench", b);
+	k = json_array_get(json_object_get(b, "kernels"), 0);
+	t = med(b, 0);
+	if (n == 2)
+		speedup = med(b, 1) / t;
+	if (n == 3)
+		speedup = med(b, 2) / t;
+	shape_format(&x->cand.p.bench, shape, sizeof(shape));
+	fprintf(x->out, "  bench %s %s: %.2f us", shape, dtype_name(dt), t);
+	if (n > 1)
+		fprintf(x->out, ", HEAD %.2f us", med(b, 1));
+	if (n > 2)
+		fprintf(x->out, ", baseline %.2f us", med(b, 2));
+	fprintf(x->out, ", floor %.2f us (%.0f%% of it)\n",
+		json_number_value(json_object_get(b, "floor_us")),
+		100 * json_number_value(json_object_get(k, "roofline")));
+	json_object_set_new(x->res, "time_us", json_real(t));
+	json_object_set_new(x->res, "speedup", json_real(speedup));
+	json_object_set(x->res, "roofline", json_object_get(k, "roofline"));
+	return 0;
+}
+
+static void decide(struct judging *x)
+{
+	struct strbuf why = STRBUF_INIT;
+	int keep = 1;
+
+	if (!x->baseline)
+		keep = bench_keep(json_object_get(x->res, "bench"),
+				  config_min_gain(), &why);
+	else
+		strbuf_addstr(&why, "baseline: verified and measured");
+	strbuf_reset(&x->verdict);
+	strbuf_addbuf(&x->verdict, &why);
+	if (!keep) {
+		reject(x, "slower");
+	} else {
+		json_object_set_new(x->res, "keep", json_true());
+		json_object_set_new(x->res, "status", json_string(
+			x->baseline ? "baseline" : "kept"));
+		json_object_set_new(x->res, "verdict", json_string(why.buf));
+	}
+	strbuf_release(&why);
+}
+
+static int load_others(struct judging *x)
+{
+	struct strbuf v = STRBUF_INIT;
+	int rc;
+
+	if ((rc = load_rev(&x->best, x->head, x->name, "HEAD")) ||
+	    (rc = judge_build(&x->j, &x->best, 1, &v))) {
+		error("HEAD's kernel no longer builds or loads: %s", v.buf);
+		strbuf_release(&v);
+		return 3;
+	}
+	if (!experiment_baseline(&x->base, x->name, x->head) &&
+	    !git_oid_equal(&x->base, x->head)) {
+		x->have_base = 1;
+		if ((rc = load_rev(&x->first, &x->base, x->name, "baseline")) ||
+		    (rc = judge_build(&x->j, &x->first, 2, &v))) {
+			warning("the baseline's kernel does not build: %s; "
+				"speedup is against HEAD", v.buf);
+			x->have_base = 0;
+		}
+		json_object_set_new(x->res, "baseline",
+				    json_string(git_oid_tostr_s(&x->base)));
+	}
+	strbuf_release(&v);
+	return 0;
+}
+
+int experiment_judge(json_t **res, const char *name, const git_oid *tree,
+		     const git_oid *head, FILE *out)
+{
+	struct judging x = { .name = name, .tree = tree, .head = head,
+			     .cand = CANDIDATE_INIT, .best = CANDIDATE_INIT,
+			     .first = CANDIDATE_INIT, .j = JUDGE_INIT,
+			     .out = out, .verdict = STRBUF_INIT };
+	struct strbuf ppath = STRBUF_INIT;
+	git_tree *ht = commit_tree(head);
+	long long t0 = now_ns();
+	int rc;
+
+	*res = NULL;
+	strbuf_addf(&ppath, "%s/problem.json", name);
+	x.baseline = !tree_has(ht, ppath.buf);
+	if ((rc = load_rev(&x.cand, tree, name, "staged")))
+		goto cleanup;
+	if ((rc = check_paths(name, tree, ht, x.baseline, x.cand.p.kernel)))
+		goto cleanup;
+	if ((rc = judge_start(&x.j, x.cand.p.backend)))
+		goto cleanup;
+	judge_ceilings(&x.j, 0);
+	fprintf(out, "autokernel: judging %s/%s (staged) %s on %s\n", name,
+		x.cand.p.kernel, x.baseline ? "as the baseline" :
+		"against HEAD", judge_device_name(&x.j));
+	result_base(&x);
+	if (judge_candidate(&x))
+		goto done;
+	if (!x.baseline && (rc = load_others(&x)))
+		goto cleanup;
+	if (judge_bench(&x))
+		goto done;
+	decide(&x);
+done:
+	json_object_set_new(x.res, "seconds", json_real((now_ns() - t0) / 1e9));
+	fprintf(out, "  verdict: %s: %s\n", json_is_true(json_object_get(
+		x.res, "keep")) ? "keep" : "reject", x.verdict.buf);
+	*res = x.res;
+	x.res = NULL;
+	rc = 0;
+cleanup:
+	json_decref(x.res);
+	judge_stop(&x.j);
+	candidate_release(&x.cand);
+	candidate_release(&x.best);
+	candidate_release(&x.first);
+	git_tree_free(ht);
+	strbuf_release(&ppath);
+	strbuf_release(&x.verdict);
+	return rc == 1 ? 2 : rc;
+}
+
+static void add_trailers(struct strbuf *msg, json_t *res, int kept)
+{
+	json_t *v = json_object_get(res, "verify");
+	char verify[64], t[32], sp[32], rf[32];
+	struct trailer tr[8];
+	int n = 0;
+
+	snprintf(verify, sizeof(verify), "%s %lld/5",
+		 json_is_true(json_object_get(v, "pass")) ? "pass" : "fail",
+		 (long long)json_integer_value(json_object_get(v, "stages_passed")));
+	tr[n++] = (struct trailer){ "Autokernel-Op",
+		json_string_value(json_object_get(res, "op")) };
+	tr[n++] = (struct trailer){ "Autokernel-Backend",
+		json_string_value(json_object_get(res, "backend")) };
+	tr[n++] = (struct trailer){ "Autokernel-Device",
+		json_string_value(json_object_get(json_object_get(res, "device"),
+						  "name")) };
+	tr[n++] = (struct trailer){ "Autokernel-Verify", verify };
+	if (json_is_number(json_object_get(res, "time_us"))) {
+		double us = json_number_value(json_object_get(res, "time_us"));
+
+		snprintf(t, sizeof(t), us < 100 ? "%.2f" : "%.1f", us);
+		snprintf(sp, sizeof(sp), "%.2fx", json_number_value(
+			json_object_get(res, "speedup")));
+		snprintf(rf, sizeof(rf), "%.0f%%", 100 * json_number_value(
+			json_object_get(res, "roofline")));
+		tr[n++] = (struct trailer){ "Autokernel-Time-Us", t };
+		if (kept) {
+			tr[n++] = (struct trailer){ "Autokernel-Speedup", sp };
+			tr[n++] = (struct trailer){ "Autokernel-Roofline", rf };
+		}
+	}
+	if (!kept)
+		tr[n++] = (struct trailer){ "Autokernel-Verdict", "rejected" };
+	for (int i = 0; i < n; i++)
+		if (!tr[i].value)
+			tr[i].value = "unknown";
+	trailers_apply(msg, tr, n);
+}
+
+static void subject_or_default(struct strbuf *msg, const char *def)
+{
+	strbuf_trim(msg);
+	if (!msg->len)
+		strbuf_addstr(msg, def);
+}
+
+void experiment_kept_message(struct strbuf *msg, json_t *res)
+{
+	json_t *b = json_object_get(res, "bench");
+	struct strbuf body = STRBUF_INIT;
+
+	subject_or_default(msg, "unnamed experiment");
+	if (b && !strstr(msg->buf, "\n\nMeasured at ")) {
+		strbuf_addf(&body, "\n\nMeasured at %s %s: %.2f us",
+			    json_string_value(json_object_get(b, "shape")),
+			    json_string_value(json_object_get(b, "dtype")),
+			    med(b, 0));
+		if (json_array_size(json_object_get(b, "kernels")) > 1)
+			strbuf_addf(&body, " against %.2f us for the parent",
+				    med(b, 1));
+		strbuf_addf(&body, ", floor %.2f us (%s). %s.",
+			    json_number_value(json_object_get(b, "floor_us")),
+			    json_string_value(json_object_get(b, "floor_kind")),
+			    json_string_value(json_object_get(res, "verdict")));
+		/* the body goes between the subject and any trailers */
+		strbuf_addbuf(msg, &body);
+	}
+	add_trailers(msg, res, 1);
+	strbuf_release(&body);
+}
+
+void experiment_attempt_message(struct strbuf *out, const char *msg,
+				json_t *res)
+{
+	strbuf_addstr(out, msg);
+	subject_or_default(out, "(no message)");
+	strbuf_addf(out, "\n\nRejected (%s): %s",
+		    json_string_value(json_object_get(res, "reason")),
+		    json_string_value(json_object_get(res, "verdict")));
+	add_trailers(out, res, 0);
+}

@@ -1,0 +1,31 @@
+/*
+ * experiment.h: one candidate judged against the branch, as the hooks and
+ * `start` need it, and the messages that carry the result into git.
+ *
+ *	json_t *res;
+ *	rc = experiment_judge(&res, "softmax", &tree, &head, stderr);
+ *	// 0: res["keep"] says kept or rejected; 2: refused (bad paths),
+ *	// 3: no device or toolchain; res is NULL unless rc == 0
+ */
+#ifndef EXPERIMENT_H
+#define EXPERIMENT_H
+
+#include <stdio.h>
+#include <git2.h>
+#include <jansson.h>
+#include "strbuf.h"
+
+int experiment_judge(json_t **res, const char *name, const git_oid *tree,
+		     const git_oid *head, FILE *out);
+
+/* The first commit of the branch's experiment: the one that added
+ * <name>/problem.json, walking first parents from head.  0 or -1. */
+int experiment_baseline(git_oid *out, const char *name, const git_oid *head);
+
+/* A kept candidate's message: the hypothesis, a body, the trailers. */
+void experiment_kept_message(struct strbuf *msg, json_t *res);
+/* A rejected one's: the hypothesis, the verdict, the trailers. */
+void experiment_attempt_message(struct strbuf *out, const char *msg,
+				json_t *res);
+
+#endif

@@ -1,0 +1,277 @@
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "build.h"
+#include "judge.h"
+#include "paths.h"
+#include "repo.h"
+
+static int is_dir_with_problem(const char *dir)
+{
+	char p[PATH_MAX + 32];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/problem.json", dir);
+	return !stat(p, &st);
+}
+
+/* Writes the experiment's files from a revision or the index into a
+ * fresh temporary directory. */
+static int materialize(struct candidate *c, const char *rev)
+{
+	struct strbuf text = STRBUF_INIT, path = STRBUF_INIT;
+	char tmpl[4300];
+	int r, ret = 0;
+
+	snprintf(tmpl, sizeof(tmpl), "%s/tmp-XXXXXX", repo_autokernel_dir());
+	if (!mkdtemp(tmpl))
+		return error_errno("unable to create '%s'", tmpl);
+	c->tmpdir = xstrdup(tmpl);
+	snprintf(c->dir, sizeof(c->dir), "%s/%s", tmpl, c->name);
+	if (mkdir_p(c->dir) < 0)
+		return -1;
+	strbuf_addf(&path, "%s/problem.json", c->name);
+	r = repo_read_file(&text, rev, path.buf);
+	if (r == 1)
+		ret = error("'%s' is not in %s", path.buf, rev ? rev : "the index");
+	if (r)
+		goto cleanup;
+	if (problem_parse(&c->p, text.buf, path.buf) < 0) {
+		ret = -1;
+		goto cleanup;
+	}
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/%s", c->name, c->p.kernel);
+	strbuf_reset(&text);
+	r = repo_read_file(&text, rev, path.buf);
+	if (r == 1)
+		ret = error("'%s' is not in %s", path.buf, rev ? rev : "the index");
+	if (r)
+		goto cleanup;
+	snprintf(c->src, sizeof(c->src), "%s/%s", c->dir, c->p.kernel);
+	ret = write_file_atomic(c->src, text.buf, text.len);
+cleanup:
+	strbuf_release(&text);
+	strbuf_release(&path);
+	return ret ? -1 : 0;
+}
+
+static void short_id(struct candidate *c, const char *rev)
+{
+	git_object *obj = NULL;
+
+	if (git_revparse_single(&obj, repo_need(), rev) == 0) {
+		const git_oid *id = git_object_id(obj);
+
+		git_oid_tostr(c->commit, sizeof(c->commit), id);
+		snprintf(c->label, sizeof(c->label), "%s (%.7s)", rev, c->commit);
+	}
+	git_object_free(obj);
+}
+
+int candidate_load(struct candidate *c, const char *spec, const char *name)
+{
+	char *branch = NULL;
+
+	if (spec && strcmp(spec, "--index") && is_dir_with_problem(spec)) {
+		const char *base = strrchr(spec, '/');
+
+		if (!realpath(spec, c->dir))
+			return error_errno("cannot resolve '%s'", spec), 3;
+		base = strrchr(c->dir, '/');
+		snprintf(c->name, sizeof(c->name), "%s", base ? base + 1 : spec);
+		snprintf(c->label, sizeof(c->label), "%s", spec);
+		snprintf(c->src, sizeof(c->src), "%s/problem.json", c->dir);
+		if (problem_load(&c->p, c->src) < 0)
+			return 1;
+		snprintf(c->src, sizeof(c->src), "%s/%s", c->dir, c->p.kernel);
+		return 0;
+	}
+	if (!repo_get()) {
+		if (spec)
+			return error("'%s' is not a kernel directory (no "
+				     "problem.json)", spec), 2;
+		if (is_dir_with_problem("."))
+			return candidate_load(c, ".", name);
+		return error("not in a git repository and no problem.json "
+			     "here"), 3;
+	}
+	if (!name)
+		name = branch = repo_branch_name();
+	if (!name) {
+		if (!spec && is_dir_with_problem("."))
+			return candidate_load(c, ".", NULL);
+		return error("not on an autokernel/* branch: check one out "
+			     "or name a kernel directory"), 3;
+	}
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	free(branch);
+	if (!spec) {
+		if (git_repository_is_bare(repo_need()))
+			return error("no work tree"), 3;
+		snprintf(c->dir, sizeof(c->dir), "%s%s", repo_workdir(), c->name);
+		snprintf(c->label, sizeof(c->label), "work tree");
+		snprintf(c->src, sizeof(c->src), "%s/problem.json", c->dir);
+		if (problem_load(&c->p, c->src) < 0)
+			return 1;
+		snprintf(c->src, sizeof(c->src), "%s/%s", c->dir, c->p.kernel);
+		return 0;
+	}
+	if (!strcmp(spec, "--index")) {
+		snprintf(c->label, sizeof(c->label), "index");
+		return materialize(c, NULL) ? 1 : 0;
+	}
+	snprintf(c->label, sizeof(c->label), "%s", spec);
+	short_id(c, spec);
+	return materialize(c, spec) ? 1 : 0;
+}
+
+void candidate_release(struct candidate *c)
+{
+	if (c->tmpdir)
+		remove_tree(c->tmpdir);
+	free(c->tmpdir);
+	free(c->so);
+	c->tmpdir = c->so = NULL;
+}
+
+int judge_start(struct judge *j, const char *backend)
+{
+	struct strbuf why = STRBUF_INIT;
+	char runner[PATH_MAX + 64];
+	int r;
+
+	snprintf(j->backend, sizeof(j->backend), "%s", backend);
+	snprintf(runner, sizeof(runner), "%s/ak-runner-%s", ak_libexecdir(),
+		 backend);
+	if (access(runner, X_OK)) {
+		error("no %s runner at '%s' (was git-autokernel built with "
+		      "the %s toolchain?)", backend, runner,
+		      !strcmp(backend, "cuda") ? "CUDA" : backend);
+		return 3;
+	}
+	r = runner_start(&j->r, backend, config_timeout_ms(), &why);
+	if (r < 0) {
+		error("no %s device: %s", backend, why.buf);
+		strbuf_release(&why);
+		runner_stop(&j->r);
+		return 3;
+	}
+	j->device = json_incref(j->r.hello);
+	j->started = 1;
+	strbuf_release(&why);
+	return 0;
+}
+
+void judge_stop(struct judge *j)
+{
+	if (j->started)
+		runner_stop(&j->r);
+	j->started = 0;
+	json_decref(j->device);
+	json_decref(j->ceilings);
+	j->device = j->ceilings = NULL;
+}
+
+int judge_build(struct judge *j, struct candidate *c, int slot,
+		struct strbuf *verdict)
+{
+	struct strbuf so = STRBUF_INIT, log = STRBUF_INIT, why = STRBUF_INIT;
+	struct strbuf status = STRBUF_INIT;
+	const char *arch = json_string_value(json_object_get(j->device, "arch"));
+	char *conf = NULL;
+	int cached, r, ret = 0;
+
+	if (!strcmp(c->p.backend, "host"))
+		arch = NULL;
+	else if ((conf = config_string(!strcmp(c->p.backend, "hip") ?
+				       "autokernel.hip.arch" :
+				       "autokernel.cuda.arch", NULL)))
+		arch = conf;
+	r = build_kernel(&so, &log, &status, c->p.backend, c->src, arch,
+			 5 * 60 * 1000, &cached);
+	if (r == -2) {
+		error("%s toolchain missing: %s", c->p.backend, log.buf);
+		ret = 3;
+	} else if (r < 0) {
+		strbuf_addf(verdict, "unable to build '%s/%s': %s\n", c->name,
+			    c->p.kernel, status.buf);
+		strbuf_add_head_lines(verdict, log.buf, 30);
+		strbuf_trim(verdict);
+		ret = 1;
+	} else if (runner_load(&j->r, slot, so.buf, &why) < 0) {
+		strbuf_addf(verdict, "unable to load '%s/%s': %s", c->name,
+			    c->p.kernel, why.buf);
+		ret = 1;
+	} else {
+		free(c->so);
+		c->so = strbuf_detach(&so, NULL);
+	}
+	free(conf);
+	strbuf_release(&so);
+	strbuf_release(&log);
+	strbuf_release(&why);
+	strbuf_release(&status);
+	return ret;
+}
+
+const char *judge_device_name(struct judge *j)
+{
+	const char *n = json_string_value(json_object_get(j->device, "name"));
+
+	return n ? n : "unknown device";
+}
+
+static void device_file(struct judge *j, struct strbuf *path)
+{
+	const char *n = judge_device_name(j);
+
+	if (repo_get() && !git_repository_is_bare(repo_get()))
+		strbuf_addf(path, "%s/device-", repo_autokernel_dir());
+	else
+		strbuf_addf(path, "%s/device-", ak_cachedir());
+	strbuf_addf(path, "%s-", j->backend);
+	for (; *n; n++)
+		strbuf_addch(path, isalnum((unsigned char)*n) ? tolower(*n) : '-');
+	strbuf_addstr(path, ".json");
+}
+
+json_t *judge_ceilings(struct judge *j, int remeasure)
+{
+	struct strbuf path = STRBUF_INIT, why = STRBUF_INIT;
+	json_t *req, *res;
+	char *text;
+
+	if (j->ceilings && !remeasure)
+		return j->ceilings;
+	device_file(j, &path);
+	if (!remeasure) {
+		j->ceilings = json_load_file(path.buf, 0, NULL);
+		if (j->ceilings)
+			goto done;
+	}
+	req = json_pack("{s:s}", "req", "ceilings");
+	res = runner_request(&j->r, req, 300000, &why);
+	json_decref(req);
+	if (!res || !json_is_true(json_object_get(res, "ok"))) {
+		warning("unable to measure the device's ceilings: %s",
+			res ? json_string_value(json_object_get(res, "error")) :
+			why.buf);
+		json_decref(res);
+		goto done;
+	}
+	json_object_del(res, "ok");
+	json_object_set(res, "device", j->device);
+	json_decref(j->ceilings);
+	j->ceilings = res;
+	text = json_dumps(res, JSON_INDENT(2) | JSON_SORT_KEYS);
+	write_file_atomic(path.buf, text, strlen(text));
+	free(text);
+done:
+	strbuf_release(&path);
+	strbuf_release(&why);
+	return j->ceilings;
+}

@@ -1,0 +1,68 @@
+/*
+ * judge.h: what the commands and hooks share to judge a kernel: finding
+ * the candidate (work tree, index, revision or a plain directory),
+ * building it, and driving a runner through the stages and the benchmark.
+ *
+ *	struct candidate c = CANDIDATE_INIT;
+ *	struct judge j = JUDGE_INIT;
+ *	if (candidate_load(&c, "--index") ||              // or NULL, REV, DIR
+ *	    judge_start(&j, c.p.backend))
+ *		...
+ *	rc = judge_build(&j, &c, 0, &verdict);            // 1: compile error
+ *	rc = verify_stages(&j.r, &c.p, 0, &res, &verdict, stderr);
+ *	judge_stop(&j);
+ *	candidate_release(&c);
+ */
+#ifndef JUDGE_H
+#define JUDGE_H
+
+#include <limits.h>
+#include <jansson.h>
+#include "problem.h"
+#include "runner.h"
+#include "verify.h"
+
+struct candidate {
+	char name[256];         /* the experiment: directory in the repo */
+	char dir[PATH_MAX];     /* holds problem.json and the kernel */
+	char src[PATH_MAX + 80];/* the kernel source */
+	char label[128];        /* "work tree", "index", "HEAD (abc1234)" */
+	char commit[48];        /* full id when loaded from a revision */
+	struct problem p;
+	char *tmpdir;           /* removed by candidate_release() */
+	char *so;               /* built object, after judge_build() */
+};
+#define CANDIDATE_INIT { .tmpdir = NULL, .so = NULL }
+
+/* spec: NULL (the work tree), "--index", a directory with problem.json,
+ * or a revision.  name: the experiment, or NULL for the current branch's.
+ * 0, or an exit code (2 usage, 3 environment) after an error message. */
+int candidate_load(struct candidate *c, const char *spec, const char *name);
+void candidate_release(struct candidate *c);
+
+struct judge {
+	struct runner r;
+	char backend[16];
+	json_t *device;         /* the runner's hello */
+	json_t *ceilings;       /* copy bandwidth, matrix rates */
+	int started;
+};
+#define JUDGE_INIT { .r = RUNNER_INIT }
+
+/* 0, or 3 (no device, runner missing) after an error message. */
+int judge_start(struct judge *j, const char *backend);
+void judge_stop(struct judge *j);
+
+/* Builds c into slot (cached); 0, 1 when the compiler failed (verdict
+ * has its first errors), 3 when the toolchain is missing. */
+int judge_build(struct judge *j, struct candidate *c, int slot,
+		struct strbuf *verdict);
+
+/* The device's ceilings, measured once and kept in the repository
+ * ($GIT_DIR/autokernel/device-<id>.json) or the user's cache. */
+json_t *judge_ceilings(struct judge *j, int remeasure);
+
+/* A short id of the device, for file names and trailers. */
+const char *judge_device_name(struct judge *j);
+
+#endif

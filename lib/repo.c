@@ -1,0 +1,272 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "paths.h"
+#include <stdarg.h>
+#include "repo.h"
+#include "run.h"
+
+static git_repository *repo;
+static int inited;
+static char autokernel_dir[4200];
+
+git_repository *repo_get(void)
+{
+	if (!inited) {
+		git_libgit2_init();
+		inited = 1;
+	}
+	if (!repo && git_repository_open_ext(&repo, ".", 0, NULL) < 0)
+		repo = NULL;
+	return repo;
+}
+
+git_repository *repo_need(void)
+{
+	if (!repo_get())
+		die("not a git repository (or any of the parent directories)");
+	return repo;
+}
+
+void repo_close(void)
+{
+	git_repository_free(repo);
+	repo = NULL;
+}
+
+const char *repo_error(void)
+{
+	const git_error *e = git_error_last();
+
+	return e && e->message ? e->message : "unknown libgit2 error";
+}
+
+const char *repo_gitdir(void)
+{
+	return git_repository_path(repo_need());
+}
+
+const char *repo_workdir(void)
+{
+	const char *w = git_repository_workdir(repo_need());
+
+	if (!w)
+		die("this operation must be run in a work tree");
+	return w;
+}
+
+const char *repo_autokernel_dir(void)
+{
+	if (!autokernel_dir[0]) {
+		snprintf(autokernel_dir, sizeof(autokernel_dir), "%sautokernel",
+			 repo_gitdir());
+		if (mkdir_p(autokernel_dir) < 0)
+			die("cannot create '%s'", autokernel_dir);
+	}
+	return autokernel_dir;
+}
+
+char *repo_current_branch(void)
+{
+	git_reference *head = NULL;
+	char *name = NULL;
+	const char *target;
+
+	if (git_reference_lookup(&head, repo_need(), "HEAD") < 0)
+		return NULL;
+	if (git_reference_type(head) == GIT_REFERENCE_SYMBOLIC) {
+		target = git_reference_symbolic_target(head);
+		if (starts_with(target, "refs/heads/"))
+			name = xstrdup(target + strlen("refs/heads/"));
+	}
+	git_reference_free(head);
+	return name;
+}
+
+char *repo_branch_name(void)
+{
+	char *b = repo_current_branch(), *name = NULL;
+
+	if (b && starts_with(b, "autokernel/") && b[11])
+		name = xstrdup(b + 11);
+	free(b);
+	return name;
+}
+
+static git_config *snapshot(void)
+{
+	git_config *cfg = NULL, *snap = NULL;
+
+	if (repo_get()) {
+		if (git_repository_config(&cfg, repo) < 0)
+			return NULL;
+	} else if (git_config_open_default(&cfg) < 0) {
+		return NULL;
+	}
+	git_config_snapshot(&snap, cfg);
+	git_config_free(cfg);
+	return snap;
+}
+
+char *config_string(const char *key, const char *def)
+{
+	git_config *cfg = snapshot();
+	const char *v = NULL;
+	char *out;
+
+	if (cfg && git_config_get_string(&v, cfg, key) == 0)
+		out = xstrdup(v);
+	else
+		out = def ? xstrdup(def) : NULL;
+	git_config_free(cfg);
+	return out;
+}
+
+int config_int(const char *key, int def)
+{
+	git_config *cfg = snapshot();
+	int32_t v;
+	int out = def;
+
+	if (cfg && git_config_get_int32(&v, cfg, key) == 0)
+		out = v;
+	git_config_free(cfg);
+	return out;
+}
+
+int config_bool(const char *key, int def)
+{
+	git_config *cfg = snapshot();
+	int v, out = def;
+
+	if (cfg && git_config_get_bool(&v, cfg, key) == 0)
+		out = v;
+	git_config_free(cfg);
+	return out;
+}
+
+double config_double(const char *key, double def)
+{
+	char *s = config_string(key, NULL), *end;
+	double v = def;
+
+	if (s) {
+		v = strtod(s, &end);
+		if (end == s)
+			v = def;
+		else if (*end == '%')
+			v /= 100;
+	}
+	free(s);
+	return v;
+}
+
+double config_min_gain(void)
+{
+	char *s = config_string("autokernel.minGain", NULL), *end;
+	double v = 0.01;
+
+	if (s) {
+		v = strtod(s, &end);
+		if (end == s || v < 0)
+			v = 0.01;
+		else if (*end == '%' || v > 0.5)
+			v /= 100;
+	}
+	free(s);
+	return v;
+}
+
+int config_timeout_ms(void)
+{
+	const char *env = getenv("AUTOKERNEL_TIMEOUT");
+	double s = config_double("autokernel.timeout", 30);
+
+	if (env && atof(env) > 0)
+		s = atof(env);
+	return (int)(s * 1000);
+}
+
+int repo_read_file(struct strbuf *out, const char *rev, const char *path)
+{
+	git_object *obj = NULL;
+	git_tree *tree = NULL;
+	git_tree_entry *entry = NULL;
+	git_index *index = NULL;
+	git_blob *blob = NULL;
+	git_oid id;
+	int ret = 0, e;
+
+	if (!rev) {
+		const git_index_entry *ie;
+
+		if (git_repository_index(&index, repo_need()) < 0 ||
+		    git_index_read(index, 0) < 0) {
+			ret = error("unable to read the index: %s", repo_error());
+			goto cleanup;
+		}
+		ie = git_index_get_bypath(index, path, 0);
+		if (!ie) {
+			ret = 1;
+			goto cleanup;
+		}
+		id = ie->id;
+	} else {
+		if (git_revparse_single(&obj, repo_need(), rev) < 0) {
+			ret = error("unknown revision '%s'", rev);
+			goto cleanup;
+		}
+		if (git_object_peel((git_object **)&tree, obj, GIT_OBJECT_TREE) < 0) {
+			ret = error("'%s' is not a commit or tree", rev);
+			goto cleanup;
+		}
+		e = git_tree_entry_bypath(&entry, tree, path);
+		if (e == GIT_ENOTFOUND) {
+			ret = 1;
+			goto cleanup;
+		}
+		if (e < 0) {
+			ret = error("unable to read '%s:%s': %s", rev, path,
+				    repo_error());
+			goto cleanup;
+		}
+		id = *git_tree_entry_id(entry);
+	}
+	if (git_blob_lookup(&blob, repo, &id) < 0) {
+		ret = error("unable to read '%s': %s", path, repo_error());
+		goto cleanup;
+	}
+	strbuf_add(out, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob));
+cleanup:
+	git_blob_free(blob);
+	git_tree_entry_free(entry);
+	git_tree_free(tree);
+	git_object_free(obj);
+	git_index_free(index);
+	return ret;
+}
+
+int git_cmd(struct strbuf *out, int quiet, ...)
+{
+	struct child c = CHILD_INIT;
+	const char *arg;
+	va_list ap;
+	int rc;
+
+	strvec_push(&c.args, "git");
+	va_start(ap, quiet);
+	while ((arg = va_arg(ap, const char *)))
+		strvec_push(&c.args, arg);
+	va_end(ap);
+	c.no_stdin = 1;
+	c.timeout_ms = 10 * 60 * 1000;
+	if (out || quiet)
+		c.capture = 1;
+	rc = run_child(&c);
+	if (out)
+		strbuf_add(out, c.out.buf, c.out.len);
+	if (!quiet && c.err.len)
+		fputs(c.err.buf, stderr);
+	child_release(&c);
+	return rc;
+}

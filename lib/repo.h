@@ -1,0 +1,55 @@
+/*
+ * repo.h: the repository, through libgit2.  One repository per process,
+ * opened from the current directory on first use.
+ *
+ *	git_repository *repo = repo_get();          // NULL: not in a repo
+ *	const char *dir = repo_autokernel_dir();    // $GIT_DIR/autokernel
+ *	char *name = repo_branch_name();            // "softmax" on
+ *						    // autokernel/softmax
+ *
+ * Config: config_*() read git config (all levels, as git does) through
+ * libgit2; the defaults are the tool's defaults of SPEC section 3.
+ * Strings returned by repo_* are the caller's to free() unless const.
+ */
+#ifndef REPO_H
+#define REPO_H
+
+#include <git2.h>
+#include "strbuf.h"
+
+git_repository *repo_get(void);
+/* Dies with exit 3 outside a repository. */
+git_repository *repo_need(void);
+void repo_close(void);
+const char *repo_gitdir(void);          /* absolute, with trailing '/' */
+const char *repo_workdir(void);         /* absolute, with trailing '/' */
+const char *repo_autokernel_dir(void);  /* created on demand */
+
+/* Branch name without refs/heads/, or NULL (detached, unborn ok). */
+char *repo_current_branch(void);
+/* The experiment's name on autokernel/<name>, or NULL elsewhere. */
+char *repo_branch_name(void);
+
+/* The message of libgit2's last error, or a fallback. */
+const char *repo_error(void);
+
+/* git config, re-read on every call so hooks see fresh values. */
+char *config_string(const char *key, const char *def);
+int config_int(const char *key, int def);
+int config_bool(const char *key, int def);
+double config_double(const char *key, double def);
+/* autokernel.minGain: "1%", "0.01" or "1" (percent when > 0.5). */
+double config_min_gain(void);
+int config_timeout_ms(void);
+
+/* Writes the blob at path in tree-ish rev ("HEAD", a commit, or NULL for
+ * the index) into out; 0, 1 when absent, -1 on error. */
+int repo_read_file(struct strbuf *out, const char *rev, const char *path);
+
+
+
+/* Runs `git ARGS...` (NULL-terminated) in the work tree's top (or cwd),
+ * stdout into out if not NULL; its stderr passes through unless quiet.
+ * Returns git's exit status, or -1. */
+int git_cmd(struct strbuf *out, int quiet, ...);
+#endif
