@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <jansson.h>
@@ -625,6 +627,8 @@ int main(void)
 	int proto = dup(1);
 	FILE *out;
 
+	/* A hung kernel must not outlive the tool that started it. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getenv("AK_RUNNER_STDERR")) {
 		int fd = open(getenv("AK_RUNNER_STDERR"),
 			      O_WRONLY | O_APPEND | O_CLOEXEC);

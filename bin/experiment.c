@@ -153,6 +153,13 @@ static void result_base(struct judging *x)
 		json_string(git_oid_tostr_s(x->head)) : json_null());
 	if (x->j.ceilings)
 		json_object_set(x->res, "ceilings", x->j.ceilings);
+	/* What the run loop knows of the agent: its name and token usage. */
+	if (getenv("AUTOKERNEL_AGENT"))
+		json_object_set_new(x->res, "agent",
+				    json_string(getenv("AUTOKERNEL_AGENT")));
+	if (getenv("AUTOKERNEL_USAGE"))
+		json_object_set_new(x->res, "tokens",
+			json_loads(getenv("AUTOKERNEL_USAGE"), 0, NULL));
 	free(problem);
 	strbuf_release(&kpath);
 }

@@ -85,6 +85,13 @@ static void untrack(pid_t pid)
 			live[i] = 0;
 }
 
+void run_signal_children(int sig)
+{
+	for (int i = 0; i < MAX_LIVE; i++)
+		if (live[i] > 0)
+			kill(-live[i], sig);
+}
+
 static void on_signal(int sig)
 {
 	for (int i = 0; i < MAX_LIVE; i++)
@@ -95,22 +102,12 @@ static void on_signal(int sig)
 	raise(sig);
 }
 
-static void on_signal_soft(int sig)
-{
-	/* The first Ctrl-C asks loops to stop; children die with us. */
-	for (int i = 0; i < MAX_LIVE; i++)
-		if (live[i] > 0)
-			kill(-live[i], SIGKILL);
-	run_interrupted = sig;
-}
-
 void run_setup_signals(void)
 {
 	struct sigaction sa;
 
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = getenv("AUTOKERNEL_SOFT_SIGNALS") ?
-		on_signal_soft : on_signal;
+	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);

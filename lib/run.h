@@ -79,6 +79,9 @@ void child_describe(const struct child *c, int status, char *buf, size_t n);
 /* Kill every live child's process group on SIGINT, SIGTERM and SIGHUP,
  * then die of the same signal.  Called once from main(). */
 void run_setup_signals(void);
+/* Sends sig to every live child's process group (signal-safe). */
+void run_signal_children(int sig);
+
 /* Set by the signal handler; long loops check it and stop cleanly. */
 extern volatile int run_interrupted;
 

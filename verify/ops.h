@@ -49,9 +49,9 @@ struct shape {
 enum gen_kind {
 	GEN_NORMAL,     /* N(0,1) main input, op-specific for the others */
 	GEN_UNIFORM,    /* U(-1,1) */
-	GEN_LARGE,      /* main input scaled toward the dtype's range (x 100..1e4) */
+	GEN_LARGE,      /* main input scaled up, as far as the op allows */
 	GEN_TINY,       /* main input scaled by 1e-4 (stays normal in f16) */
-	GEN_MIXED,      /* each row at its own scale, 1e-3 .. 1e3 */
+	GEN_MIXED,      /* each row at its own scale, log-uniform, 1e-3 .. */
 	GEN_EQUAL,      /* main input one constant value */
 	GEN_ZERO,       /* main input all zero */
 	GEN_KINDS
@@ -167,8 +167,8 @@ static inline double op_row_scale(const struct op *op, const struct shape *s,
  * The largest |out - ref| that passes for an element of a problem in dtype
  * dt: atol * scale + rtol * |ref| (scale from op_row_scale()), plus the
  * step where rounding is absolute: 2^-24 for f16 (its subnormals), 2^-126
- * for f32 and bf16 (denormals a kernel may flush to zero).  NaN in out never passes: compare
- * with !(fabs(out - ref) <= bound).
+ * for f32 and bf16 (denormals a kernel may flush to zero).  NaN in out
+ * never passes: compare with !(fabs(out - ref) <= bound).
  */
 double op_tolerance(const struct op *op, enum ak_dtype dt, double ref,
 		    double scale);

@@ -1,0 +1,10 @@
+/* placeholder until the command lands; replaced by its real file */
+#include "builtin.h"
+#include "usage.h"
+
+int cmd_demo(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	return error("'demo' is not built yet"), 2;
+}

@@ -1,0 +1,701 @@
+/*
+ * cmd-run.c: `run`, the experiment loop.
+ *
+ * Each experiment: the agent edits the kernel in the work tree, the loop
+ * commits it with `git commit` so that the hooks judge it, and reads the
+ * outcome back from git (a kept commit with its note, or a new attempt
+ * ref).  Everything the loop knows comes from git, so a killed run loses
+ * nothing and the next one continues the numbering.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "agent.h"
+#include "builtin.h"
+#include "history.h"
+#include "judge.h"
+#include "paths.h"
+#include "records.h"
+#include "repo.h"
+#include "run.h"
+
+static const char usage_run[] =
+	"usage: git autokernel run [--agent tune|exec|llm] [--max-experiments N]\n"
+	"                          [--budget DURATION] [--plateau N]\n"
+	"                          [--ops NAME,NAME...] [-- CMD ARGS...]\n"
+	"\n"
+	"The experiment loop on the current autokernel/* branch (or on the\n"
+	"branches of --ops, the one with the most Amdahl gain left first).\n"
+	"Stops after N experiments, after DURATION (90s, 30m, 8h, 1h30m), after\n"
+	"--plateau rejections in a row (autokernel.plateau, 20), or when the\n"
+	"kernel reaches 95% of its floor.  Ctrl-C stops after the current\n"
+	"experiment; a second Ctrl-C stops at once.  Either way the tree is\n"
+	"left clean and the next run continues.\n";
+
+struct run_opts {
+	const char *agent, *ops;
+	int max, plateau;
+	double budget_s;
+	int agent_argc;
+	char **agent_argv;
+};
+
+struct run_state {
+	const struct run_opts *o;
+	struct agent *agent;
+	long long t0;
+	int done;               /* experiments made in this run */
+	int tty;
+	char last[160];
+};
+
+static volatile sig_atomic_t stops;
+
+static void on_stop(int sig)
+{
+	stops++;
+	if (sig == SIGINT && stops == 1) {
+		static const char msg[] = "\nautokernel: stopping after this "
+			"experiment (Ctrl-C again to stop now)\n";
+
+		if (write(2, msg, sizeof(msg) - 1) < 0)
+			stops++;
+		return;
+	}
+	run_interrupted = sig;
+	run_signal_children(SIGTERM);
+}
+
+static void catch_stops(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+static int parse_duration(const char *s, double *out)
+{
+	double total = 0;
+	const char *p = s;
+
+	if (!*s)
+		return -1;
+	while (*p) {
+		char *end;
+		double v = strtod(p, &end);
+
+		if (end == p || v < 0)
+			return -1;
+		switch (*end) {
+		case 'h': total += v * 3600; end++; break;
+		case 'm': total += v * 60; end++; break;
+		case 's': total += v; end++; break;
+		case '\0': total += v; break;
+		default: return -1;
+		}
+		p = end;
+	}
+	*out = total;
+	return 0;
+}
+
+static int parse_run(int argc, char **argv, struct run_opts *o)
+{
+	static const struct option opts[] = {
+		{ "agent", required_argument, NULL, 'a' },
+		{ "max-experiments", required_argument, NULL, 'n' },
+		{ "budget", required_argument, NULL, 'b' },
+		{ "plateau", required_argument, NULL, 'p' },
+		{ "ops", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int opt;
+
+	o->plateau = config_int("autokernel.plateau", 20);
+	while ((opt = getopt_long(argc, argv, "+hn:", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'a': o->agent = optarg; break;
+		case 'n': o->max = atoi(optarg); break;
+		case 'p': o->plateau = atoi(optarg); break;
+		case 'o': o->ops = optarg; break;
+		case 'b':
+			if (parse_duration(optarg, &o->budget_s) < 0)
+				return error("bad duration '%s' (e.g. 90s, 30m, "
+					     "8h, 1h30m)", optarg) ? 2 : 2;
+			break;
+		default:
+			return usage_with(usage_run, opt == 'h') ? 2 : -1;
+		}
+	}
+	if (o->max < 0 || o->plateau < 1)
+		return usage_with(usage_run, 0);
+	o->agent_argc = argc - optind;
+	o->agent_argv = argv + optind;
+	return 0;
+}
+
+/* ---- the work tree ---- */
+
+static int tree_is_clean(void)
+{
+	struct strbuf out = STRBUF_INIT;
+	int clean = !git_cmd(&out, 0, "status", "--porcelain",
+			     "--untracked-files=no", NULL) && !out.len;
+
+	strbuf_release(&out);
+	return clean;
+}
+
+static void untracked(struct strbuf *out)
+{
+	git_cmd(out, 1, "ls-files", "--others", "--exclude-standard", NULL);
+}
+
+/* Back to HEAD: the index, the kernel, other tracked files the agent
+ * changed, and the untracked files it created. */
+static void restore_tree(const char *kernel, const char *before_untracked)
+{
+	struct strbuf now = STRBUF_INIT;
+	const char *p;
+
+	git_cmd(NULL, 1, "reset", "-q", NULL);
+	git_cmd(NULL, 1, "checkout", "-q", "HEAD", "--", ".", NULL);
+	(void)kernel;
+	untracked(&now);
+	for (p = now.buf; *p;) {
+		const char *eol = strchrnul(p, '\n');
+		char *path = xstrndup(p, eol - p);
+		struct strbuf line = STRBUF_INIT;
+
+		strbuf_addf(&line, "\n%s\n", path);
+		if (!strstr(before_untracked, line.buf)) {
+			struct strbuf abs = STRBUF_INIT;
+
+			strbuf_addf(&abs, "%s%s", repo_workdir(), path);
+			remove_tree(abs.buf);
+			strbuf_release(&abs);
+		}
+		strbuf_release(&line);
+		free(path);
+		p = *eol ? eol + 1 : eol;
+	}
+	strbuf_release(&now);
+}
+
+/* Paths the agent changed besides the kernel: tracked changes and new
+ * untracked files, one per line. */
+static void out_of_scope(struct strbuf *bad, const char *kernel,
+			 const char *before_untracked)
+{
+	struct strbuf st = STRBUF_INIT, now = STRBUF_INIT;
+	const char *p;
+
+	git_cmd(&st, 1, "diff", "--name-only", "HEAD", NULL);
+	untracked(&now);
+	strbuf_addbuf(&st, &now);
+	for (p = st.buf; *p;) {
+		const char *eol = strchrnul(p, '\n');
+		char *path = xstrndup(p, eol - p);
+		struct strbuf line = STRBUF_INIT;
+
+		strbuf_addf(&line, "\n%s\n", path);
+		if (*path && strcmp(path, kernel) &&
+		    !strstr(before_untracked, line.buf))
+			strbuf_addf(bad, "%s%s", bad->len ? ", " : "", path);
+		strbuf_release(&line);
+		free(path);
+		p = *eol ? eol + 1 : eol;
+	}
+	strbuf_release(&st);
+	strbuf_release(&now);
+}
+
+static int kernel_changed(const char *kernel)
+{
+	return git_cmd(NULL, 1, "diff", "--quiet", "HEAD", "--", kernel, NULL) != 0;
+}
+
+/* Saves the work tree's candidate as an attempt without the hooks, for
+ * experiments that never reached a commit (the agent failed after
+ * editing, or edited other files). */
+static int save_unjudged(const char *name, const char *subject,
+			 const char *reason, const char *verdict)
+{
+	git_index *index = NULL;
+	git_oid tree, head;
+	json_t *note;
+	struct strbuf msg = STRBUF_INIT;
+	int n = 0, ret = 0;
+
+	if (git_cmd(NULL, 1, "add", "-A", "--", ".", NULL) ||
+	    git_repository_index(&index, repo_need()) < 0 ||
+	    git_index_read(index, 1) < 0 ||
+	    git_index_write_tree(&tree, index) < 0 || repo_head(&head)) {
+		git_index_free(index);
+		return error("unable to save the candidate: %s", repo_error());
+	}
+	note = json_pack("{s:i,s:s,s:b,s:s,s:s,s:s,s:s}", "version", 1,
+			 "tool", AK_VERSION, "keep", 0, "status", "rejected",
+			 "reason", reason, "verdict", verdict, "name", name);
+	strbuf_addf(&msg, "%s\n\nRejected (%s): %s\n\nAutokernel-Verdict: "
+		    "rejected\n", subject, reason, verdict);
+	ret = attempt_save(&n, &tree, name, &tree, &head, msg.buf, note);
+	json_decref(note);
+	git_index_free(index);
+	strbuf_release(&msg);
+	return ret;
+}
+
+/* ---- one experiment ---- */
+
+static int count_attempts(const char *name)
+{
+	struct attempt *a = NULL;
+	int n = attempts_list(&a, name);
+
+	free(a);
+	return n;
+}
+
+static void usage_env(struct child *c, json_t *usage, const char *agent)
+{
+	strvec_push(&c->env, "AUTOKERNEL_RUN=1");
+	strvec_pushf(&c->env, "AUTOKERNEL_AGENT=%s", agent);
+	if (usage) {
+		char *text = json_dumps(usage, JSON_COMPACT);
+
+		strvec_pushf(&c->env, "AUTOKERNEL_USAGE=%s", text);
+		free(text);
+	}
+}
+
+/* git commit of the kernel; 0 kept, 1 rejected, -1 the commit failed
+ * for another reason (its output printed). */
+static int commit_candidate(const char *name, const char *kernel,
+			    const struct proposal *pr, const char *agent)
+{
+	struct child c = CHILD_INIT;
+	struct strbuf msgfile = STRBUF_INIT, log = STRBUF_INIT;
+	int before = count_attempts(name), rc;
+
+	strbuf_addf(&msgfile, "%s/run-message", repo_autokernel_dir());
+	strbuf_addf(&log, "%s/run-commit.log", repo_autokernel_dir());
+	write_file_atomic(msgfile.buf, pr->hypothesis.buf, pr->hypothesis.len);
+	if (git_cmd(NULL, 0, "add", "--", kernel, NULL)) {
+		strbuf_release(&msgfile);
+		strbuf_release(&log);
+		return -1;
+	}
+	strvec_pushl(&c.args, "git", "commit", "-q", "--no-edit", "-F",
+		     msgfile.buf, NULL);
+	usage_env(&c, pr->usage, agent);
+	c.capture = 1;
+	c.merge_err = 1;
+	c.no_stdin = 1;
+	c.timeout_ms = 4 * 3600 * 1000;
+	rc = run_child(&c);
+	write_file_atomic(log.buf, c.out.buf, c.out.len);
+	if (rc && count_attempts(name) == before) {
+		if (!run_interrupted)
+			fprintf(stderr, "%s", c.out.buf);
+		rc = -1;
+	} else if (rc) {
+		rc = 1;
+	}
+	child_release(&c);
+	strbuf_release(&msgfile);
+	strbuf_release(&log);
+	return rc;
+}
+
+static json_t *best_note(const struct history *h)
+{
+	json_t *best = NULL;
+
+	for (size_t i = 0; i < h->nr; i++)
+		if (!h->e[i].attempt && h->e[i].note)
+			best = h->e[i].note;
+	return best;
+}
+
+static void fmt_secs(char *buf, size_t n, double s)
+{
+	if (s >= 3600)
+		snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+	else if (s >= 60)
+		snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+	else
+		snprintf(buf, n, "%.0fs", s);
+}
+
+static void progress(struct run_state *st, const char *name,
+		     const struct history *h, int number, const char *outcome)
+{
+	json_t *best = best_note(h);
+	double el = (now_ns() - st->t0) / 1e9, left = -1;
+	char e[32], l[32] = "-";
+
+	if (st->o->budget_s > 0)
+		left = st->o->budget_s - el;
+	else if (st->o->max && st->done)
+		left = el / st->done * (st->o->max - st->done);
+	fmt_secs(e, sizeof(e), el);
+	if (left >= 0)
+		fmt_secs(l, sizeof(l), left);
+	if (st->tty)
+		fprintf(stderr, "\r\033[K");
+	fprintf(stderr, "[%s %d", name, number);
+	if (st->o->max)
+		fprintf(stderr, " | %d/%d", st->done, st->o->max);
+	fprintf(stderr, " | %s, %s left] best %.2f us %.2fx %.0f%% of floor | %s",
+		e, l, json_number_value(json_object_get(best, "time_us")),
+		json_number_value(json_object_get(best, "speedup")),
+		100 * json_number_value(json_object_get(best, "roofline")),
+		outcome);
+	if (!st->tty)
+		fputc('\n', stderr);
+	fflush(stderr);
+}
+
+enum step { STEP_NEXT, STEP_OP_DONE, STEP_STOP, STEP_FATAL };
+
+static enum step experiment(struct run_state *st, const char *name,
+			    int *rejected_in_row)
+{
+	struct history h = HISTORY_INIT;
+	struct agent_context ctx;
+	struct proposal pr = PROPOSAL_INIT;
+	struct strbuf kabs = STRBUF_INIT, krel = STRBUF_INIT, prompt = STRBUF_INIT;
+	struct strbuf before = STRBUF_INIT, bad = STRBUF_INIT, outcome = STRBUF_INIT;
+	struct candidate c = CANDIDATE_INIT;
+	enum step step = STEP_NEXT;
+	json_t *note = NULL;
+	int rc;
+
+	if (history_load(&h, name, 1) < 0 || candidate_load(&c, "HEAD", name)) {
+		step = STEP_FATAL;
+		goto cleanup;
+	}
+	strbuf_addf(&krel, "%s/%s", name, c.p.kernel);
+	strbuf_addf(&kabs, "%s%s", repo_workdir(), krel.buf);
+	strbuf_addf(&prompt, "%s/prompt.md", repo_autokernel_dir());
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.name = name;
+	ctx.workdir = repo_workdir();
+	ctx.kernel_path = kabs.buf;
+	ctx.kernel_rel = krel.buf;
+	ctx.prompt_path = prompt.buf;
+	ctx.p = &c.p;
+	ctx.h = &h;
+	ctx.device = json_object_get(best_note(&h), "ceilings");
+	ctx.experiment = (int)h.nr;
+	ctx.timeout_ms = (int)(config_double("autokernel.agentTimeout", 1800) * 1000);
+	strbuf_addch(&before, '\n');
+	untracked(&before);
+	rc = st->agent->propose(st->agent, &ctx, &pr);
+	if (run_interrupted) {
+		restore_tree(krel.buf, before.buf);
+		step = STEP_STOP;
+		goto cleanup;
+	}
+	if (rc == -1) {
+		error("the %s agent stopped the run: %s", st->agent->name,
+		      pr.failure.buf);
+		restore_tree(krel.buf, before.buf);
+		step = STEP_FATAL;
+		goto cleanup;
+	}
+	if (rc == 2) {
+		strbuf_addf(&outcome, "agent done: %s", pr.failure.buf);
+		step = STEP_OP_DONE;
+		restore_tree(krel.buf, before.buf);
+		goto report;
+	}
+	out_of_scope(&bad, krel.buf, before.buf);
+	if (rc == 1 || bad.len) {
+		const char *reason = bad.len ? "scope" : "agent";
+		struct strbuf why = STRBUF_INIT;
+
+		if (bad.len)
+			strbuf_addf(&why, "the agent changed files other than "
+				    "%s: %s", krel.buf, bad.buf);
+		else
+			strbuf_addbuf(&why, &pr.failure);
+		if (bad.len || kernel_changed(krel.buf))
+			save_unjudged(name, pr.hypothesis.len ? pr.hypothesis.buf :
+				      "(no hypothesis)", reason, why.buf);
+		restore_tree(krel.buf, before.buf);
+		strbuf_addf(&outcome, "#%d rejected (%s): %.100s", ctx.experiment,
+			    reason, why.buf);
+		(*rejected_in_row)++;
+		strbuf_release(&why);
+		goto report;
+	}
+	if (!kernel_changed(krel.buf)) {
+		strbuf_addf(&outcome, "#%d no change: %s", ctx.experiment,
+			    pr.hypothesis.buf);
+		(*rejected_in_row)++;
+		goto report;
+	}
+	rc = commit_candidate(name, krel.buf, &pr, st->agent->name);
+	if (rc < 0) {
+		restore_tree(krel.buf, before.buf);
+		if (run_interrupted) {
+			step = STEP_STOP;
+			goto cleanup;
+		}
+		error("the commit failed for a reason other than the verdict "
+		      "(above); stopping");
+		step = STEP_FATAL;
+		goto cleanup;
+	}
+	restore_tree(krel.buf, before.buf);
+	history_release(&h);
+	history_load(&h, name, 1);
+	note = h.nr ? h.e[h.nr - 1].note : NULL;
+	strbuf_addf(&outcome, "#%d %s", ctx.experiment, rc ? "rejected" : "kept");
+	if (rc)
+		strbuf_addf(&outcome, " (%s)", json_string_value(
+			json_object_get(note, "reason")));
+	strbuf_addf(&outcome, ": %s", pr.hypothesis.buf);
+	*rejected_in_row = rc ? *rejected_in_row + 1 : 0;
+	if (!rc && json_number_value(json_object_get(note, "roofline")) >= 0.95) {
+		strbuf_addstr(&outcome, " | at 95% of the floor");
+		step = STEP_OP_DONE;
+	}
+report:
+	st->done++;
+	progress(st, name, &h, ctx.experiment, outcome.buf);
+cleanup:
+	proposal_release(&pr);
+	history_release(&h);
+	candidate_release(&c);
+	strbuf_release(&kabs);
+	strbuf_release(&krel);
+	strbuf_release(&prompt);
+	strbuf_release(&before);
+	strbuf_release(&bad);
+	strbuf_release(&outcome);
+	return step;
+}
+
+/* ---- the ops, in order of the gain left ---- */
+
+struct op_entry {
+	char name[256];
+	double gain;            /* share of the model x (1 - roofline) */
+};
+
+static double op_gain(const char *name)
+{
+	struct strbuf rev = STRBUF_INIT, key = STRBUF_INIT;
+	git_object *obj = NULL;
+	json_t *note = NULL;
+	double share, roof = 0;
+
+	strbuf_addf(&rev, "refs/heads/autokernel/%s", name);
+	strbuf_addf(&key, "autokernel.%s.share", name);
+	share = config_double(key.buf, 1.0);
+	if (git_revparse_single(&obj, repo_need(), rev.buf) == 0) {
+		note = note_read(git_object_id(obj));
+		roof = json_number_value(json_object_get(note, "roofline"));
+	}
+	json_decref(note);
+	git_object_free(obj);
+	strbuf_release(&rev);
+	strbuf_release(&key);
+	return share * (1 - (roof < 1 ? roof : 1));
+}
+
+static int cmp_gain(const void *a, const void *b)
+{
+	double x = ((const struct op_entry *)a)->gain;
+	double y = ((const struct op_entry *)b)->gain;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int list_ops(struct op_entry **out, const char *list)
+{
+	struct op_entry *e = NULL;
+	size_t nr = 0, alloc = 0;
+	char *copy = xstrdup(list), *s = copy;
+
+	while (s && *s) {
+		char *comma = strchr(s, ',');
+
+		if (comma)
+			*comma = '\0';
+		ALLOC_GROW(e, nr + 1, alloc);
+		snprintf(e[nr].name, sizeof(e[nr].name), "%s", s);
+		e[nr].gain = op_gain(s);
+		nr++;
+		s = comma ? comma + 1 : NULL;
+	}
+	free(copy);
+	qsort(e, nr, sizeof(*e), cmp_gain);
+	*out = e;
+	return (int)nr;
+}
+
+/* A commit whose post-commit hook was killed has no note but a pending
+ * result: write it now, so the history stays whole. */
+static void repair_head(void)
+{
+	git_oid head;
+	git_commit *c = NULL;
+	struct strbuf key = STRBUF_INIT;
+	json_t *note = NULL, *res = NULL;
+
+	if (repo_head(&head) || (note = note_read(&head)) ||
+	    git_commit_lookup(&c, repo_need(), &head) < 0)
+		goto cleanup;
+	pending_key(&key, git_commit_tree_id(c), git_commit_parentcount(c) ?
+		    git_commit_parent_id(c, 0) : NULL);
+	if ((res = pending_load(key.buf)) && note_write(&head, res) == 0) {
+		pending_remove(key.buf);
+		warning("recovered the note of %s from an interrupted commit",
+			git_oid_tostr_s(&head));
+	}
+cleanup:
+	json_decref(note);
+	json_decref(res);
+	git_commit_free(c);
+	strbuf_release(&key);
+}
+
+static int switch_to(const char *name)
+{
+	struct strbuf branch = STRBUF_INIT;
+	char *cur = repo_branch_name();
+	int rc = 0;
+
+	if (!cur || strcmp(cur, name)) {
+		strbuf_addf(&branch, "autokernel/%s", name);
+		if (git_cmd(NULL, 0, "checkout", "-q", branch.buf, NULL))
+			rc = error("unable to check out '%s'", branch.buf);
+	}
+	free(cur);
+	strbuf_release(&branch);
+	return rc;
+}
+
+/* Runs experiments on one op until a stop rule; STEP_* of the last. */
+static enum step run_op(struct run_state *st, const char *name)
+{
+	int in_row = 0;
+	enum step s = STEP_NEXT;
+
+	repair_head();
+	while (s == STEP_NEXT) {
+		double el = (now_ns() - st->t0) / 1e9;
+
+		if (stops || run_interrupted)
+			return STEP_STOP;
+		if (st->o->max && st->done >= st->o->max)
+			return STEP_STOP;
+		if (st->o->budget_s > 0 && el >= st->o->budget_s)
+			return STEP_STOP;
+		if (in_row >= st->o->plateau) {
+			if (st->tty)
+				fputc('\n', stderr);
+			fprintf(stderr, "autokernel: %s: %d rejections in a row, "
+				"a plateau\n", name, in_row);
+			return STEP_OP_DONE;
+		}
+		s = experiment(st, name, &in_row);
+	}
+	if (st->tty)
+		fputc('\n', stderr);
+	return s;
+}
+
+static int run_ops(struct run_state *st, struct op_entry *ops, int n)
+{
+	enum step s = STEP_OP_DONE;
+
+	for (int i = 0; i < n && s == STEP_OP_DONE; i++) {
+		if (switch_to(ops[i].name) < 0)
+			return 3;
+		s = run_op(st, ops[i].name);
+	}
+	return s == STEP_FATAL ? 1 : 0;
+}
+
+static void final_log(void)
+{
+	char *argv[] = { "log", "--attempts", NULL };
+
+	optind = 1;
+	printf("\n");
+	cmd_log(2, argv);
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct run_opts o = { 0 };
+	struct run_state st = { 0 };
+	struct op_entry *ops = NULL;
+	char *name = NULL, *agent_name = NULL;
+	int rc, n;
+
+	if ((rc = parse_run(argc, argv, &o)))
+		return rc < 0 ? 0 : rc;
+	repo_need();
+	agent_name = o.agent ? xstrdup(o.agent) :
+		config_string("autokernel.agent", "tune");
+	st.o = &o;
+	st.tty = isatty(2);
+	if (!(st.agent = agent_new(agent_name))) {
+		rc = error("unknown agent '%s' (tune, exec, llm)", agent_name) ? 2 : 2;
+		goto cleanup;
+	}
+	if (st.agent->init(st.agent, o.agent_argc, o.agent_argv) < 0) {
+		rc = 2;
+		goto cleanup;
+	}
+	name = repo_branch_name();
+	if (!o.ops && !name) {
+		rc = error("not on an autokernel/* branch: 'git autokernel "
+			   "start <op>' first, or name branches with --ops") ? 3 : 3;
+		goto cleanup;
+	}
+	if (!tree_is_clean()) {
+		rc = error("the work tree has changes to tracked files: commit "
+			   "or stash them first ('git stash')") ? 3 : 3;
+		goto cleanup;
+	}
+	if (lock_acquire("run") < 0) {
+		rc = 3;
+		goto cleanup;
+	}
+	catch_stops();
+	st.t0 = now_ns();
+	n = list_ops(&ops, o.ops ? o.ops : name);
+	rc = run_ops(&st, ops, n);
+	lock_release();
+	if (run_interrupted || stops) {
+		fprintf(stderr, "autokernel: stopped: the tree is clean; 'git "
+			"autokernel run' continues where this one stopped\n");
+		if (run_interrupted)
+			rc = 128 + run_interrupted;
+	}
+	if (!run_interrupted && rc != 3)
+		final_log();
+cleanup:
+	free(ops);
+	free(name);
+	free(agent_name);
+	agent_free(st.agent);
+	return rc;
+}

@@ -1,0 +1,191 @@
+/*
+ * rotary_embedding, host starter: for each pair (a, b) = x[.., s, 2i..2i+1],
+ * y = (a cos - b sin, a sin + b cos) with cos/sin[s, i].
+ *
+ * cos and sin are first expanded in the workspace to full-width float tables
+ * c[s, j] = cos[s, j/2] and t[s, j] = -sin / +sin for even / odd j, so that
+ * every output is y[j] = x[j] c[j] + x[j^1] t[j]: one contiguous, vectorizable
+ * loop with a neighbour swap instead of a strided pair loop.  The work is
+ * cut into blocks of BLOCK_S positions, one OpenMP task each, looping over
+ * all B*H heads inside so the block's tables stay in L1 while every head
+ * reuses them.  Why it should be fast: one read of x, one write of y, the
+ * tables from cache.
+ *
+ * Deterministic: no reductions.
+ */
+#include <string.h>
+#include "autokernel.h"
+
+#define BLOCK_S 1   /* autokernel: tune 1,2,4,8,16,32 */
+#define PIECE 256   /* elements of a row converted at a time (even) */
+
+/* f16 / bf16 <-> float by hand: round to nearest even, NaN stays NaN. */
+static inline float bits_f(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static inline uint32_t f_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static inline float half_to_float(uint16_t h)
+{
+	uint32_t em = (uint32_t)(h & 0x7fff) << 13;
+	/* x 2^112 rebiases the exponent 15 -> 127, subnormals included */
+	uint32_t u = f_bits(bits_f(em) * 0x1p112f);
+
+	if ((h & 0x7c00) == 0x7c00)
+		u = em | 0x7f800000u;   /* inf, NaN */
+	return bits_f(u | (uint32_t)(h & 0x8000) << 16);
+}
+
+static inline uint16_t float_to_half(float f)
+{
+	uint32_t x = f_bits(f);
+	uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+	uint16_t o;
+
+	x &= 0x7fffffffu;
+	if (x >= 0x47800000u) {                 /* >= 65536, inf, NaN */
+		o = x > 0x7f800000u ? 0x7e00 : 0x7c00;
+	} else if (x < 0x38800000u) {           /* below 2^-14: subnormal */
+		/* adding 0.5 makes the FPU round the mantissa, ties to even */
+		o = (uint16_t)(f_bits(bits_f(x) + 0.5f) - 0x3f000000u);
+	} else {
+		x += 0xc8000fffu + ((x >> 13) & 1);     /* rebias, ties even */
+		o = (uint16_t)(x >> 13);
+	}
+	return o | sign;
+}
+
+static inline float bf16_to_float(uint16_t b)
+{
+	return bits_f((uint32_t)b << 16);
+}
+
+static inline uint16_t float_to_bf16(float f)
+{
+	uint32_t u = f_bits(f);
+
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40);    /* quiet NaN */
+	u += 0x7fff + ((u >> 16) & 1);
+	return (uint16_t)(u >> 16);
+}
+
+/*
+ * A float view of n elements of src from element off: f32 is read in place,
+ * f16/bf16 are converted into buf (n floats).
+ */
+static const float *load(float *buf, const void *src, enum ak_dtype t,
+			 int64_t off, int n)
+{
+	const uint16_t *h = (const uint16_t *)src + off;
+
+	if (t == AK_F32)
+		return (const float *)src + off;
+	if (t == AK_F16)
+		for (int i = 0; i < n; i++)
+			buf[i] = half_to_float(h[i]);
+	else
+		for (int i = 0; i < n; i++)
+			buf[i] = bf16_to_float(h[i]);
+	return buf;
+}
+
+/* Stores n floats to dst from element off, rounded to t. */
+static void store(void *dst, enum ak_dtype t, int64_t off, const float *src,
+		  int n)
+{
+	uint16_t *h = (uint16_t *)dst + off;
+
+	if (t == AK_F32)
+		memcpy((float *)dst + off, src, (size_t)n * sizeof(float));
+	else if (t == AK_F16)
+		for (int i = 0; i < n; i++)
+			h[i] = float_to_half(src[i]);
+	else
+		for (int i = 0; i < n; i++)
+			h[i] = float_to_bf16(src[i]);
+}
+
+size_t ak_workspace_size(const struct ak_args *a)
+{
+	return 2 * (size_t)a->in[0].shape[2] * a->in[0].shape[3] *
+	       sizeof(float);
+}
+
+/* c[s, :] and t[s, :] from cos[s, :] and sin[s, :] (D/2 each) */
+static void expand(float *c, float *t, const void *cs, const void *sn,
+		   enum ak_dtype dt, int64_t s, int64_t D)
+{
+	for (int64_t i0 = 0; i0 < D / 2; i0 += PIECE) {
+		int n = (int)(D / 2 - i0 < PIECE ? D / 2 - i0 : PIECE);
+		float cb[PIECE], sb[PIECE];
+		const float *cv = load(cb, cs, dt, s * (D / 2) + i0, n);
+		const float *sv = load(sb, sn, dt, s * (D / 2) + i0, n);
+
+		for (int i = 0; i < n; i++) {
+			c[2 * (i0 + i)] = c[2 * (i0 + i) + 1] = cv[i];
+			t[2 * (i0 + i)] = -sv[i];
+			t[2 * (i0 + i) + 1] = sv[i];
+		}
+	}
+}
+
+/* y[off .. off+D) = rotated x[off .. off+D) with tables c, t */
+static void rotate_row(void *y, const void *x, const float *c, const float *t,
+		       enum ak_dtype dt, int64_t off, int64_t D)
+{
+	for (int64_t j0 = 0; j0 < D; j0 += PIECE) {
+		int n = (int)(D - j0 < PIECE ? D - j0 : PIECE);
+		float xb[PIECE], yb[PIECE];
+		const float *v = load(xb, x, dt, off + j0, n);
+
+		for (int j = 0; j < n; j++)
+			yb[j] = v[j] * c[j0 + j] + v[j ^ 1] * t[j0 + j];
+		store(y, dt, off + j0, yb, n);
+	}
+}
+
+int ak_kernel(const struct ak_args *a)
+{
+	enum ak_dtype dt = a->in[0].dtype;
+	int64_t BH = a->in[0].shape[0] * a->in[0].shape[1];
+	int64_t S = a->in[0].shape[2], D = a->in[0].shape[3];
+	int64_t nblk = (S + BLOCK_S - 1) / BLOCK_S;
+	float *c = a->workspace, *t = c + S * D;
+
+	if (dt != AK_F32 && dt != AK_F16 && dt != AK_BF16)
+		return -1;
+	if (D % 2)
+		return -1;
+
+	#pragma omp parallel
+	{
+		#pragma omp for schedule(static)
+		for (int64_t s = 0; s < S; s++)
+			expand(c + s * D, t + s * D, a->in[1].data,
+			       a->in[2].data, dt, s, D);
+
+		#pragma omp for schedule(static)
+		for (int64_t blk = 0; blk < nblk; blk++) {
+			int64_t s1 = (blk + 1) * BLOCK_S < S ?
+				     (blk + 1) * BLOCK_S : S;
+
+			for (int64_t bh = 0; bh < BH; bh++)
+				for (int64_t s = blk * BLOCK_S; s < s1; s++)
+					rotate_row(a->out[0].data,
+						   a->in[0].data, c + s * D,
+						   t + s * D, dt,
+						   (bh * S + s) * D, D);
+		}
+	}
+	return 0;
+}
