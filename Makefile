@@ -8,10 +8,12 @@ B ?= build
 CC ?= cc
 CFLAGS ?= -O2 -g
 WERROR ?=
-AK_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-format-truncation $(WERROR) -fopenmp -Iinclude -Ilib \
+AK_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-format-truncation $(WERROR) -Iinclude -Ilib \
 	-Iverify -Ibackends -Iagent -Ibin $(shell pkg-config --cflags libgit2 libcurl jansson)
-AK_LIBS = $(shell pkg-config --libs libgit2 libcurl jansson) -lz -ldl -lm -fopenmp
-RPATH = -Wl,-rpath,'$$ORIGIN/../lib'
+AK_LIBS = $(shell pkg-config --libs libgit2 libcurl jansson) -lz -ldl -lm
+# DT_RPATH, not RUNPATH: it also finds the libraries' own dependencies
+# in a bundle's lib/ (make bundle).
+RPATH = -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/../lib'
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null)
@@ -103,7 +105,7 @@ install: all
 # not part of glibc, data; unpack anywhere and put its bin/ on PATH.
 bundle: all
 	rm -rf $(B)/bundle && $(MAKE) install PREFIX=/ DESTDIR=$(CURDIR)/$(B)/bundle/git-autokernel
-	./tests/bundle-libs.sh $(B)/bundle/git-autokernel
+	./scripts/bundle-libs.sh $(B)/bundle/git-autokernel
 	tar -C $(B)/bundle -czf $(B)/git-autokernel-$(VERSION).tar.gz git-autokernel
 	@echo "bundle: $(B)/git-autokernel-$(VERSION).tar.gz"
 

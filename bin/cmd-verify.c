@@ -12,11 +12,12 @@
 #include "repo.h"
 
 static const char usage_verify[] =
-	"usage: git autokernel verify [--json] [<rev> | --index | <dir>]\n"
+	"usage: git autokernel verify [--json] [--build-only] [<rev> | --index | <dir>]\n"
 	"\n"
 	"Runs the five stages (smoke, shape sweep, stability, determinism,\n"
 	"edge cases) on the work tree's kernel, the index's, a revision's, or\n"
-	"a kernel directory's.  Exit 0 pass, 1 fail, 3 no device/toolchain.\n";
+	"a kernel directory's.  Exit 0 pass, 1 fail, 3 no device/toolchain.\n"
+	"--build-only compiles it (no device needed) and stops there.\n";
 
 static const char usage_bench[] =
 	"usage: git autokernel bench [<rev> | --index | <dir>] [--against <rev>]\n"
@@ -40,6 +41,7 @@ int cmd_verify(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "index", no_argument, NULL, 'i' },
+		{ "build-only", no_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -48,11 +50,13 @@ int cmd_verify(int argc, char **argv)
 	struct strbuf verdict = STRBUF_INIT;
 	const char *spec = NULL;
 	json_t *res = NULL;
-	int json = 0, opt, rc;
+	int json = 0, build_only = 0, opt, rc;
 
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (opt == 'j')
 			json = 1;
+		else if (opt == 'b')
+			build_only = 1;
 		else if (opt == 'i')
 			spec = "--index";
 		else
@@ -62,8 +66,18 @@ int cmd_verify(int argc, char **argv)
 		spec = argv[optind++];
 	if (optind < argc)
 		return usage_with(usage_verify, 0);
-	if ((rc = candidate_load(&c, spec, NULL)) ||
-	    (rc = judge_start(&j, c.p.backend)))
+	if ((rc = candidate_load(&c, spec, NULL)))
+		goto cleanup;
+	if (build_only) {
+		rc = judge_build(&j, &c, -1, &verdict);
+		if (rc == 1)
+			fprintf(stderr, "error: %s\n", verdict.buf);
+		else if (!rc)
+			printf("built %s/%s (%s) for %s: %s\n", c.name,
+			       c.p.kernel, c.label, c.p.backend, c.so);
+		goto cleanup;
+	}
+	if ((rc = judge_start(&j, c.p.backend)))
 		goto cleanup;
 	if (!json)
 		printf("verify %s/%s (%s) on %s: %s\n", c.name, c.p.kernel,

@@ -202,7 +202,7 @@ int judge_build(struct judge *j, struct candidate *c, int slot,
 		strbuf_add_head_lines(verdict, log.buf, 30);
 		strbuf_trim(verdict);
 		ret = 1;
-	} else if (runner_load(&j->r, slot, so.buf, &why) < 0) {
+	} else if (slot >= 0 && runner_load(&j->r, slot, so.buf, &why) < 0) {
 		strbuf_addf(verdict, "unable to load '%s/%s': %s", c->name,
 			    c->p.kernel, why.buf);
 		ret = 1;

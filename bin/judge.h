@@ -53,8 +53,9 @@ struct judge {
 int judge_start(struct judge *j, const char *backend);
 void judge_stop(struct judge *j);
 
-/* Builds c into slot (cached); 0, 1 when the compiler failed (verdict
- * has its first errors), 3 when the toolchain is missing. */
+/* Builds c (cached) and loads it into slot (none when slot < 0, which
+ * needs no judge_start()); 0, 1 when the compiler failed (verdict has
+ * its first errors), 3 when the toolchain is missing. */
 int judge_build(struct judge *j, struct candidate *c, int slot,
 		struct strbuf *verdict);
 

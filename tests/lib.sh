@@ -12,6 +12,9 @@
 set -u
 
 TEST_DIR=$(cd "$(dirname "$0")" && pwd)
+case $TEST_DIR in
+*/gpu) TEST_DIR=${TEST_DIR%/gpu} ;;
+esac
 SRC_DIR=$(cd "$TEST_DIR/.." && pwd)
 AK_BUILD=${AK_BUILD:-$SRC_DIR/build}
 if test -n "${AK_INSTALLED:-}"; then
@@ -126,6 +129,12 @@ small_problem () {
   "edge_shapes": [$edges], "seed": 7
 }
 JSON
+}
+
+# cuda_problem OP: small_problem for the CUDA backend.
+cuda_problem () {
+	small_problem "$1" | sed -e 's/"backend": "host"/"backend": "cuda"/' \
+		-e 's/"kernel.c"/"kernel.cu"/'
 }
 
 test_done () {

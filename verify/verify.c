@@ -241,11 +241,11 @@ static int compare(const struct problem *p, const struct shape *s,
 	int fail = 0;
 
 	w.worst_idx = -1;
-	#pragma omp parallel
+	/* One thread: OpenMP's spinning workers would steal the cores the
+	 * runner's kernel needs next. */
 	{
 		double *ref = xmalloc(sizeof(double) * (size_t)len);
 
-		#pragma omp for schedule(dynamic, 1)
 		for (int64_t i = 0; i < n; i++)
 			check_row(p, s, l->in, &l->out[0], tol, rows[i], ref,
 				  &rc[i]);

@@ -1,0 +1,50 @@
+/* A plain f32 softmax for the CUDA integrity tests: one block per row;
+ * each variant in tests/gpu/t0610-cuda-integrity.sh breaks it one way. */
+#include <cuda_runtime.h>
+#include "autokernel.h"
+
+__global__ void softmax_rows(const float *x, float *y, long rows, long cols)
+{
+	__shared__ float red[32];
+	long r = blockIdx.x;
+	const float *xr = x + r * cols;
+	float *yr = y + r * cols;
+	float m = -INFINITY, s = 0;
+
+	for (long c = threadIdx.x; c < cols; c += blockDim.x)
+		m = fmaxf(m, xr[c]);
+	for (int o = 16; o; o >>= 1)
+		m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+	if (threadIdx.x % 32 == 0)
+		red[threadIdx.x / 32] = m;
+	__syncthreads();
+	m = red[0];
+	for (int w = 1; w < blockDim.x / 32; w++)
+		m = fmaxf(m, red[w]);
+	__syncthreads();
+	for (long c = threadIdx.x; c < cols; c += blockDim.x)
+		s += __expf(xr[c] - m);
+	for (int o = 16; o; o >>= 1)
+		s += __shfl_xor_sync(0xffffffff, s, o);
+	if (threadIdx.x % 32 == 0)
+		red[threadIdx.x / 32] = s;
+	__syncthreads();
+	s = 0;
+	for (int w = 0; w < blockDim.x / 32; w++)
+		s += red[w];
+	for (long c = threadIdx.x; c < cols; c += blockDim.x)
+		yr[c] = __expf(xr[c] - m) / s;
+	/* DEVICE_BREAK */
+}
+
+extern "C" int ak_kernel(const struct ak_args *a)
+{
+	const float *x = (const float *)a->in[0].data;
+	float *y = (float *)a->out[0].data;
+	long rows = a->in[0].shape[0], cols = a->in[0].shape[1];
+	cudaStream_t stream = (cudaStream_t)a->stream;
+
+	/* HOST_BREAK */
+	softmax_rows<<<rows, 256, 0, stream>>>(x, y, rows, cols);
+	return cudaGetLastError() != cudaSuccess;
+}
