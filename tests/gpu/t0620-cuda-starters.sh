@@ -19,4 +19,18 @@ for op in matmul softmax layernorm rmsnorm cross_entropy reduce \
 	git checkout -q main
 done
 
+# For the results table: every note and bf16 timing in one file.
+if test -n "${AK_RESULTS:-}"; then
+	python3 - "$AK_RESULTS" ../note-*.json ../bench-bf16-*.json <<'PY'
+import json, sys
+out = {}
+for f in sys.argv[2:]:
+    try:
+        out[f.split('/')[-1]] = json.load(open(f))
+    except Exception as e:
+        out[f.split('/')[-1]] = str(e)
+json.dump(out, open(sys.argv[1], 'w'), indent=1)
+PY
+fi
+
 test_done
