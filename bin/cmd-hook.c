@@ -13,7 +13,6 @@
  * The decision is made in pre-commit and enforced in commit-msg because
  * only commit-msg sees the message an attempt must keep.
  */
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,50 +99,79 @@ done:
 	return ret;
 }
 
-/* Restores the kernel in the work tree to HEAD's, and the index entry
- * once git has released its lock (from a detached child, since the
- * index is locked while this hook runs). */
-static void reset_kernel(const char *name, json_t *res)
+/* The index entry of path back to HEAD's blob, in the index the hook was
+ * given.  0, or -1 when it cannot be done. */
+static int reset_index_entry(git_index *index, const char *path)
+{
+	git_object *head = NULL;
+	git_tree *tree = NULL;
+	git_tree_entry *te = NULL;
+	git_index_entry e;
+	int ret = -1;
+
+	if (git_revparse_single(&head, repo_need(), "HEAD") < 0 ||
+	    git_object_peel((git_object **)&tree, head, GIT_OBJECT_TREE) < 0 ||
+	    git_tree_entry_bypath(&te, tree, path) < 0)
+		goto cleanup;
+	memset(&e, 0, sizeof(e));
+	e.path = path;
+	e.mode = git_tree_entry_filemode(te);
+	e.id = *git_tree_entry_id(te);
+	if (git_index_add(index, &e) == 0 && git_index_write(index) == 0)
+		ret = 0;
+cleanup:
+	git_tree_entry_free(te);
+	git_tree_free(tree);
+	git_object_free(head);
+	return ret;
+}
+
+/*
+ * Restores the kernel to HEAD's in the work tree and in the index.  For
+ * a plain `git commit` the hook's index is the real one, unlocked, and is
+ * reset here; for `commit -a` or `commit <paths>` git hands the hook a
+ * locked copy that it rolls back itself when the commit is refused.
+ */
+static void reset_kernel(json_t *res)
 {
 	const char *kernel = json_string_value(json_object_get(res, "kernel_path"));
+	const char *file = getenv("GIT_INDEX_FILE");
 	struct strbuf text = STRBUF_INIT, path = STRBUF_INIT;
-	struct strbuf lock = STRBUF_INIT;
-	pid_t pid;
+	git_index *index = NULL;
 
-	(void)name;
 	if (!kernel || repo_read_file(&text, "HEAD", kernel))
 		goto cleanup;
 	strbuf_addf(&path, "%s%s", repo_workdir(), kernel);
 	write_file_atomic(path.buf, text.buf, text.len);
-	if (getenv("AUTOKERNEL_RUN"))
-		goto cleanup;   /* the loop resets the index itself */
-	/* git holds index.lock until the refused commit is rolled back */
-	strbuf_addf(&lock, "%sindex.lock", repo_gitdir());
-	pid = fork();
-	if (pid == 0) {
-		int null_fd = open("/dev/null", O_RDWR);
+	if (!file || !ends_with(file, ".lock")) {
+		if (repo_hook_index(&index) == 0 &&
+		    reset_index_entry(index, kernel) < 0)
+			warning("unable to reset '%s' in the index: %s", kernel,
+				repo_error());
+	} else if (git_repository_index(&index, repo_need()) == 0 &&
+		   git_index_read(index, 1) == 0) {
+		const git_index_entry *e = git_index_get_bypath(index, kernel, 0);
+		struct strbuf head = STRBUF_INIT;
+		git_oid id;
 
-		setsid();
-		dup2(null_fd, 0);
-		dup2(null_fd, 1);
-		dup2(null_fd, 2);
-		for (int i = 0; i < 600 && !access(lock.buf, F_OK); i++)
-			usleep(100000);
-		unsetenv("GIT_INDEX_FILE");
-		execlp("git", "git", "reset", "-q", "HEAD", "--", kernel,
-		       (char *)NULL);
-		_exit(127);
+		if (e && !repo_read_file(&head, "HEAD", kernel) &&
+		    !git_odb_hash(&id, head.buf, head.len, GIT_OBJECT_BLOB) &&
+		    !git_oid_equal(&id, &e->id))
+			fprintf(stderr, "autokernel: '%s' is still staged; 'git "
+				"reset -- %s' unstages it\n", kernel, kernel);
+		strbuf_release(&head);
 	}
 cleanup:
+	git_index_free(index);
 	strbuf_release(&text);
 	strbuf_release(&path);
-	strbuf_release(&lock);
 }
 
 static int hook_reject(struct staged *s, json_t *res, struct strbuf *msg)
 {
 	json_t *an = json_object_get(res, "attempt");
 	struct strbuf am = STRBUF_INIT;
+	const char *verdict;
 	git_oid id;
 	int n = 0;
 
@@ -159,13 +187,14 @@ static int hook_reject(struct staged *s, json_t *res, struct strbuf *msg)
 		json_object_set_new(res, "attempt", json_integer(n));
 		pending_save(s->key.buf, res);
 	}
-	fprintf(stderr, "autokernel: rejected: %s\n"
+	verdict = json_string_value(json_object_get(res, "verdict"));
+	fprintf(stderr, "autokernel: rejected: %.*s\n"
 		"autokernel: the candidate is saved as %s%s/%d "
 		"('git autokernel log --attempts')\n",
-		json_string_value(json_object_get(res, "verdict")),
+		verdict ? (int)strcspn(verdict, "\n") : 0, verdict ? verdict : "",
 		ATTEMPTS_PREFIX, s->name, n);
 	if (config_bool("autokernel.resetOnFail", 1)) {
-		reset_kernel(s->name, res);
+		reset_kernel(res);
 		fprintf(stderr, "autokernel: the kernel is reset to HEAD's "
 			"(autokernel.resetOnFail)\n");
 	}

@@ -5,10 +5,17 @@
 #include "builtin.h"
 #include "dtype.h"
 #include "ops.h"
+#include "problem.h"
+#include "build.h"
+#include <stdlib.h>
 #include "usage.h"
 
 static const char usage_ops[] =
-	"usage: git autokernel ops [--json] [<op>]\n";
+	"usage: git autokernel ops [--json] [<op>]\n"
+	"   or: git autokernel ops <op> --problem [--backend B]\n"
+	"\n"
+	"--problem prints the op's default problem.json for a backend (host\n"
+	"benches at CPU-sized shapes), to edit and pass to 'start --problem'.\n";
 
 static json_t *op_json(const struct op *op)
 {
@@ -65,20 +72,41 @@ int cmd_ops(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "problem", no_argument, NULL, 'p' },
+		{ "backend", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int json = 0, c;
+	int json = 0, problem = 0, c;
 	const struct op *one = NULL;
+	const char *backend = "host";
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (c == 'j')
 			json = 1;
+		else if (c == 'p')
+			problem = 1;
+		else if (c == 'b')
+			backend = optarg;
 		else
 			return usage_with(usage_ops, c == 'h');
 	}
 	if (optind < argc && !(one = op_find(argv[optind])))
 		return error("unknown op '%s'", argv[optind]), 2;
+	if (problem) {
+		struct problem p;
+		char *text;
+
+		if (!one || optind + 1 != argc)
+			return usage_with(usage_ops, 0);
+		if (!backend_known(backend))
+			return error("unknown backend '%s'", backend), 2;
+		problem_default(&p, one, backend);
+		text = problem_dump(&p);
+		printf("%s\n", text);
+		free(text);
+		return 0;
+	}
 	if (json) {
 		json_t *all = json_array();
 

@@ -670,13 +670,14 @@ int cmd_run(int argc, char **argv)
 			   "start <op>' first, or name branches with --ops") ? 3 : 3;
 		goto cleanup;
 	}
+	if (lock_acquire("run") < 0) {
+		rc = 3;
+		goto cleanup;
+	}
 	if (!tree_is_clean()) {
 		rc = error("the work tree has changes to tracked files: commit "
 			   "or stash them first ('git stash')") ? 3 : 3;
-		goto cleanup;
-	}
-	if (lock_acquire("run") < 0) {
-		rc = 3;
+		lock_release();
 		goto cleanup;
 	}
 	catch_stops();

@@ -324,8 +324,10 @@ int experiment_judge(json_t **res, const char *name, const git_oid *tree,
 	decide(&x);
 done:
 	json_object_set_new(x.res, "seconds", json_real((now_ns() - t0) / 1e9));
-	fprintf(out, "  verdict: %s: %s\n", json_is_true(json_object_get(
-		x.res, "keep")) ? "keep" : "reject", x.verdict.buf);
+	/* the build's log was shown above: its first line is enough here */
+	fprintf(out, "  verdict: %s: %.*s\n", json_is_true(json_object_get(
+		x.res, "keep")) ? "keep" : "reject",
+		(int)strcspn(x.verdict.buf, "\n"), x.verdict.buf);
 	*res = x.res;
 	x.res = NULL;
 	rc = 0;

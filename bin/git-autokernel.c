@@ -11,6 +11,7 @@
 #include "paths.h"
 #include "repo.h"
 #include "run.h"
+#include "verify.h"
 
 struct cmd {
 	const char *name;
@@ -79,6 +80,7 @@ int main(int argc, char **argv)
 
 	run_setup_signals();
 	dtype_init();
+	verify_set_threads(1);
 	if (argc < 2) {
 		list_commands(stderr);
 		return 2;

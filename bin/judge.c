@@ -145,6 +145,8 @@ int judge_start(struct judge *j, const char *backend)
 	int r;
 
 	snprintf(j->backend, sizeof(j->backend), "%s", backend);
+	verify_set_threads(strcmp(backend, "host") ? (int)sysconf(
+		_SC_NPROCESSORS_ONLN) : 1);
 	snprintf(runner, sizeof(runner), "%s/ak-runner-%s", ak_libexecdir(),
 		 backend);
 	if (access(runner, X_OK)) {

@@ -152,16 +152,35 @@ static void store(struct ak_tensor *t, int64_t i, double v, double lim)
 	dtype_store(t->dtype, t->data, i, v);
 }
 
+/*
+ * Inputs are drawn in blocks of GEN_BLOCK elements, each from its own
+ * stream, so that a large tensor fills in parallel and the result is the
+ * same whatever the number of threads.
+ */
+#define GEN_BLOCK 65536
+
+static void block_stream(struct stream *st, uint64_t seed, int stream,
+			 int64_t block)
+{
+	stream_init(st, seed ^ (UINT64_C(0x9e3779b97f4a7c15) *
+				(uint64_t)(block + 1)), stream);
+}
+
 static void fill(struct ak_tensor *t, uint64_t seed, int stream,
 		 enum gen_kind kind, double mean, double sd)
 {
-	struct stream st;
-	int64_t n = ak_numel(t);
+	int64_t n = ak_numel(t), blocks = (n + GEN_BLOCK - 1) / GEN_BLOCK;
 	double lim = dtype_max(t->dtype);
 
-	stream_init(&st, seed, stream);
-	for (int64_t i = 0; i < n; i++)
-		store(t, i, mean + sd * draw(&st, kind), lim);
+	#pragma omp parallel for schedule(static) if (blocks > 1)
+	for (int64_t b = 0; b < blocks; b++) {
+		struct stream st;
+		int64_t end = (b + 1) * GEN_BLOCK < n ? (b + 1) * GEN_BLOCK : n;
+
+		block_stream(&st, seed, stream, b);
+		for (int64_t i = b * GEN_BLOCK; i < end; i++)
+			store(t, i, mean + sd * draw(&st, kind), lim);
+	}
 }
 
 static double transform(double v, enum gen_kind kind, const struct stab *p,
@@ -183,22 +202,38 @@ static double transform(double v, enum gen_kind kind, const struct stab *p,
 	}
 }
 
+/* GEN_MIXED's scale of row r: a hash of the seed and the row, so rows
+ * can be filled in any order. */
+static double row_mix_scale(uint64_t seed, int64_t r, const struct stab *p)
+{
+	struct rng g;
+
+	rng_seed(&g, seed ^ UINT64_C(0x5851f42d4c957f2d) ^
+		 (UINT64_C(0xbf58476d1ce4e5b9) * (uint64_t)(r + 1)));
+	return p->lo * pow(p->hi / p->lo, rng_uniform(&g));
+}
+
 /* The main input: N(0,1) or U(-1,1), then the stability transform. */
 static void fill_main(struct ak_tensor *t, uint64_t seed,
 		      enum gen_kind kind, const struct stab *p)
 {
-	struct stream st;
-	struct rng rows;
 	int64_t n = ak_numel(t), len = t->shape[t->ndim - 1];
-	double lim = dtype_max(t->dtype), scale = 1.0;
+	int64_t blocks = (n + GEN_BLOCK - 1) / GEN_BLOCK;
+	double lim = dtype_max(t->dtype);
 
-	stream_init(&st, seed, 0);
-	rng_seed(&rows, seed ^ UINT64_C(0x5851f42d4c957f2d));
-	for (int64_t i = 0; i < n; i++) {
-		if (kind == GEN_MIXED && i % len == 0)
-			scale = p->lo * pow(p->hi / p->lo,
-					    rng_uniform(&rows));
-		store(t, i, transform(draw(&st, kind), kind, p, scale), lim);
+	#pragma omp parallel for schedule(static) if (blocks > 1)
+	for (int64_t b = 0; b < blocks; b++) {
+		struct stream st;
+		int64_t end = (b + 1) * GEN_BLOCK < n ? (b + 1) * GEN_BLOCK : n;
+		double scale = 1.0;
+
+		block_stream(&st, seed, 0, b);
+		for (int64_t i = b * GEN_BLOCK; i < end; i++) {
+			if (kind == GEN_MIXED && (i % len == 0 || i == b * GEN_BLOCK))
+				scale = row_mix_scale(seed, i / len, p);
+			store(t, i, transform(draw(&st, kind), kind, p, scale),
+			      lim);
+		}
 	}
 }
 
@@ -1357,13 +1392,19 @@ const struct op *op_find(const char *name)
 	return NULL;
 }
 
-double op_tolerance(const struct op *op, enum ak_dtype dt, double ref,
-		    double scale)
+double tolerance_bound(const struct tolerance *t, enum ak_dtype dt,
+		       double ref, double scale)
 {
-	const struct tolerance *t = &op->tol[dt <= AK_F32 ? dt : AK_F32];
 	double step = dt == AK_F16 ? 0x1p-24 : 0x1p-126;
 
 	return t->atol * scale + t->rtol * fabs(ref) + step;
+}
+
+double op_tolerance(const struct op *op, enum ak_dtype dt, double ref,
+		    double scale)
+{
+	return tolerance_bound(&op->tol[dt <= AK_F32 ? dt : AK_F32], dt, ref,
+			       scale);
 }
 
 /* ---- shapes ---- */

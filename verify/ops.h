@@ -172,6 +172,9 @@ static inline double op_row_scale(const struct op *op, const struct shape *s,
  */
 double op_tolerance(const struct op *op, enum ak_dtype dt, double ref,
 		    double scale);
+/* The same bound for a tolerance of one's own (problem.json's). */
+double tolerance_bound(const struct tolerance *t, enum ak_dtype dt,
+		       double ref, double scale);
 
 static inline void op_tensors(const struct op *op, const struct shape *s,
 			      enum ak_dtype dt, struct ak_tensor *in,

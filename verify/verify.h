@@ -23,6 +23,13 @@
 
 extern const char *const stage_names[5];
 
+/*
+ * Threads for input generation and the reference.  The host backend's
+ * kernels need every core, and OpenMP's idle workers spin, so judging a
+ * host kernel uses one thread; a GPU backend's judge may use them all.
+ */
+void verify_set_threads(int n);
+
 /* 0 all five pass, 1 a stage failed (verdict says which), -1 the harness
  * itself failed (error printed).  progress, if not NULL, gets a line per
  * stage as it finishes. */

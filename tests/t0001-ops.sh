@@ -1,0 +1,50 @@
+#!/bin/sh
+# ops lists the nine ops with their contracts; bad names are usage errors.
+. "$(dirname "$0")/lib.sh"
+
+test_expect_success 'ops lists the nine ops' '
+	git autokernel ops >out &&
+	for op in matmul softmax layernorm rmsnorm cross_entropy reduce \
+		  rotary_embedding flash_attention fused_mlp; do
+		grep "^$op " out || return 1
+	done
+'
+
+test_expect_success 'ops OP shows tensors, shapes and tolerances' '
+	git autokernel ops cross_entropy >out &&
+	grep "target\[N\]" out && grep "4096x32000" out && grep "tolerance" out
+'
+
+test_expect_success 'ops --json is JSON with every op' '
+	git autokernel ops --json >out.json &&
+	python3 -c "import json; o=json.load(open(\"out.json\")); \
+		assert len(o) == 9 and all(\"tolerances\" in x for x in o)"
+'
+
+test_expect_success 'ops --problem writes a problem.json that start accepts' '
+	git autokernel ops softmax --problem --backend cuda >p.json &&
+	grep "\"bench_shape\": \"4096x4096\"" p.json &&
+	git autokernel ops softmax --problem >h.json &&
+	grep "\"backend\": \"host\"" h.json
+'
+
+test_expect_success 'an unknown op is a usage error' '
+	test_expect_code 2 git autokernel ops nosuchop
+'
+
+test_expect_success 'an unknown command is a usage error' '
+	test_expect_code 2 git autokernel frobnicate 2>err &&
+	grep "not a git autokernel command" err
+'
+
+test_expect_success 'every command answers -h' '
+	for c in init start verify bench run log report bisect profile ops demo; do
+		git autokernel $c -h >out 2>&1 && grep -i usage out || return 1
+	done
+'
+
+test_expect_success 'git autokernel works as a git subcommand' '
+	git autokernel --version | grep "^git-autokernel "
+'
+
+test_done
