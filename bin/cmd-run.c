@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -590,6 +591,21 @@ static int switch_to(const char *name)
 	return rc;
 }
 
+static void stop_note(struct run_state *st, const char *fmt, ...)
+	AK_PRINTF(2, 3);
+static void stop_note(struct run_state *st, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (st->tty)
+		fputc('\n', stderr);
+	fprintf(stderr, "autokernel: stopping: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
 /* Runs experiments on one op until a stop rule; STEP_* of the last. */
 static enum step run_op(struct run_state *st, const char *name)
 {
@@ -602,15 +618,18 @@ static enum step run_op(struct run_state *st, const char *name)
 
 		if (stops || run_interrupted)
 			return STEP_STOP;
-		if (st->o->max && st->done >= st->o->max)
+		if (st->o->max && st->done >= st->o->max) {
+			stop_note(st, "%d experiments made", st->done);
 			return STEP_STOP;
-		if (st->o->budget_s > 0 && el >= st->o->budget_s)
+		}
+		if (st->o->budget_s > 0 && el >= st->o->budget_s) {
+			stop_note(st, "the budget of %.0f s is spent",
+				  st->o->budget_s);
 			return STEP_STOP;
+		}
 		if (in_row >= st->o->plateau) {
-			if (st->tty)
-				fputc('\n', stderr);
-			fprintf(stderr, "autokernel: %s: %d rejections in a row, "
-				"a plateau\n", name, in_row);
+			stop_note(st, "%s: %d rejections in a row, a plateau",
+				  name, in_row);
 			return STEP_OP_DONE;
 		}
 		s = experiment(st, name, &in_row);

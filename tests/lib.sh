@@ -35,6 +35,9 @@ export GIT_CONFIG_NOSYSTEM=1
 export GIT_AUTHOR_NAME="A U Thor" GIT_AUTHOR_EMAIL=author@example.com
 export GIT_COMMITTER_NAME="C O Mitter" GIT_COMMITTER_EMAIL=committer@example.com
 export AUTOKERNEL_BENCH_MS=${AUTOKERNEL_BENCH_MS:-150}
+# Host kernels on one thread: prove -j2 on two cores oversubscribes, and a
+# parallel region then waits whole time slices for a descheduled thread.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 git config --global init.defaultBranch main
 git config --global user.name "A U Thor"
 git config --global user.email author@example.com

@@ -7,7 +7,8 @@
  * it walks the key tiles of BKV keys up to the diagonal.  K and V tiles are
  * double-buffered in shared memory by cp.async, so the next tile loads while
  * the current one is used.  Per tile each warp computes S = Q K^T with
- * mma.sync m16n8k16 (Q fragments stay in registers), masks, updates its
+ * mma.sync m16n8k16 fed by ldmatrix (Q fragments stay in registers; V is
+ * read with ldmatrix.trans), masks, updates its
  * running row max and sum (online softmax, exp2 with the scale folded in),
  * rescales its O accumulators and adds P V, with P passed from the S
  * accumulators to the A operand in registers (the m16n8 C layout is the
@@ -70,6 +71,21 @@ static __device__ __forceinline__ void mma16816(float *d, const uint32_t *a,
 			     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
 			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]),
 			       "r"(b0), "r"(b1));
+}
+
+/* Four 8x8 b16 matrices from shared memory; lane l gives row l%8 of matrix l/8. */
+static __device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p)
+{
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
+static __device__ __forceinline__ void ldsm_x4_trans(uint32_t *r, const void *p)
+{
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
 
 static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem,
@@ -140,15 +156,11 @@ flash_tc(const T *__restrict__ q, const T *__restrict__ k,
 	for (int t = 0; t < ntiles; t++) {
 		cp_wait_all();
 		__syncthreads();        /* tile t landed; buffer (t+1)&1 is free */
-		if (t == 0) {
-			const T *qs = Qs + (warp * 16 + g) * LD + 2 * tq;
+		if (t == 0) {   /* lane l: row l%16, column block l/16 */
+			const T *qs = Qs + (warp * 16 + (lane & 15)) * LD + (lane >> 4) * 8;
 #pragma unroll
-			for (int kk = 0; kk < D / 16; kk++) {
-				qf[kk][0] = *(const uint32_t *)(qs + kk * 16);
-				qf[kk][1] = *(const uint32_t *)(qs + 8 * LD + kk * 16);
-				qf[kk][2] = *(const uint32_t *)(qs + kk * 16 + 8);
-				qf[kk][3] = *(const uint32_t *)(qs + 8 * LD + kk * 16 + 8);
-			}
+			for (int kk = 0; kk < D / 16; kk++)
+				ldsm_x4(qf[kk], qs + kk * 16);
 		}
 		if (t + 1 < ntiles) {
 			const int nb = (t + 1) & 1;
@@ -162,16 +174,25 @@ flash_tc(const T *__restrict__ q, const T *__restrict__ k,
 			continue;       /* every key of this tile is masked for this warp */
 		const T *ks = Ks + (t & 1) * BKV * LD, *vs = Vs + (t & 1) * BKV * LD;
 
-		/* S = Q K^T, masked, in log2 units. */
-		float sf[NT][4];
+		/*
+		 * S = Q K^T, masked, in log2 units.  K is [key][d] = B^T: one
+		 * ldmatrix.x4 gives b0, b1 of two 8-key tiles (keys 0-7 / 8-15,
+		 * d 0-7 / 8-15).
+		 */
+		float sf[NT][4] = {};
+		const T *kb = ks + ((lane & 7) + (lane >> 4) * 8) * LD + (lane >> 3 & 1) * 8;
+#pragma unroll
+		for (int n16 = 0; n16 < NT / 2; n16++) {
+#pragma unroll
+			for (int kk = 0; kk < D / 16; kk++) {
+				uint32_t kf[4];
+				ldsm_x4(kf, kb + n16 * 16 * LD + kk * 16);
+				mma16816<T>(sf[2 * n16], qf[kk], kf[0], kf[1]);
+				mma16816<T>(sf[2 * n16 + 1], qf[kk], kf[2], kf[3]);
+			}
+		}
 #pragma unroll
 		for (int nt = 0; nt < NT; nt++) {
-			sf[nt][0] = sf[nt][1] = sf[nt][2] = sf[nt][3] = 0.f;
-			const T *kr = ks + (nt * 8 + g) * LD + 2 * tq;
-#pragma unroll
-			for (int kk = 0; kk < D / 16; kk++)
-				mma16816<T>(sf[nt], qf[kk], *(const uint32_t *)(kr + kk * 16),
-					    *(const uint32_t *)(kr + kk * 16 + 8));
 			const int j = j0 + nt * 8 + 2 * tq;
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
@@ -216,8 +237,12 @@ flash_tc(const T *__restrict__ q, const T *__restrict__ k,
 			of[dt][3] *= al_b;
 		}
 
-		/* O += P V; P's S-accumulator layout is the A-operand layout. */
-		const uint16_t *vb = (const uint16_t *)vs;
+		/*
+		 * O += P V; P's S-accumulator layout is the A-operand layout.  V
+		 * is [key][d] = B: ldmatrix.trans gives b0, b1 of two 8-wide d
+		 * tiles.
+		 */
+		const T *vb = vs + (lane & 15) * LD + (lane >> 4) * 8;
 #pragma unroll
 		for (int kk = 0; kk < BKV / 16; kk++) {
 			uint32_t pa[4];
@@ -225,13 +250,12 @@ flash_tc(const T *__restrict__ q, const T *__restrict__ k,
 			pa[1] = pack2<T>(sf[2 * kk][2], sf[2 * kk][3]);
 			pa[2] = pack2<T>(sf[2 * kk + 1][0], sf[2 * kk + 1][1]);
 			pa[3] = pack2<T>(sf[2 * kk + 1][2], sf[2 * kk + 1][3]);
-			const uint16_t *vr = vb + (kk * 16 + 2 * tq) * LD + g;
 #pragma unroll
-			for (int dt = 0; dt < DT; dt++) {
-				const uint16_t *p = vr + dt * 8;
-				const uint32_t b0 = p[0] | (uint32_t)p[LD] << 16;
-				const uint32_t b1 = p[8 * LD] | (uint32_t)p[9 * LD] << 16;
-				mma16816<T>(of[dt], pa, b0, b1);
+			for (int d16 = 0; d16 < D / 16; d16++) {
+				uint32_t vf[4];
+				ldsm_x4_trans(vf, vb + kk * 16 * LD + d16 * 16);
+				mma16816<T>(of[2 * d16], pa, vf[0], vf[1]);
+				mma16816<T>(of[2 * d16 + 1], pa, vf[2], vf[3]);
 			}
 		}
 	}

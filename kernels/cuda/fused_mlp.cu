@@ -9,26 +9,26 @@
  *      h goes to the workspace in the input dtype (f16/bf16/f32): one
  *      rounding of the intermediate, as doc/ops.md allows.
  *   2. y[T,D] = h w_down^T.
- * f16/bf16: tensor cores through wmma (16x16x16 HMMA, f32 accumulate), 8
- * warps (2 x 4) per BM x BN tile, BK-deep tiles through a STAGES-deep
- * cp.async shared-memory pipeline, rows padded by 8 elements; 16-byte copies
- * need K a multiple of 8 and aligned pointers, else element-wise fills.
+ * f16/bf16: tensor cores through mma.sync m16n8k16 (f32 accumulate) fed by
+ * ldmatrix, 8 warps (2 x 4) per BM x BN tile, accumulators in registers and
+ * stored straight from them; BK-deep tiles go through a STAGES-deep
+ * cp.async shared-memory pipeline, rows padded by 8 elements (no ldmatrix
+ * bank conflicts); 16-byte copies need K a multiple of 8 and aligned
+ * pointers, else element-wise fills.
  * f32: a plain 64 x 64 shared-memory tiled SIMT kernel, exact f32 FFMA.
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
-#include <mma.h>
 #include <math.h>
 #include <stdint.h>
+#include <type_traits>
 #include "autokernel.h"
 
-using namespace nvcuda;
-
 #define BM 128     /* autokernel: tune 64,128,256 */
-#define BN 64      /* autokernel: tune 64,128,256 if BM * BN <= 16384 */
-#define BK 32      /* autokernel: tune 16,32,64 */
-#define STAGES 3   /* autokernel: tune 2,3,4 if STAGES * (BM + 2 * BN) * (BK + 8) * 2 <= 160000 */
+#define BN 128     /* autokernel: tune 64,128,256 if BM * BN <= 16384 */
+#define BK 64      /* autokernel: tune 16,32,64 */
+#define STAGES 2   /* autokernel: tune 2,3,4 if STAGES * (BM + 2 * BN) * (BK + 8) * 2 <= 220000 */
 
 #define THREADS 256             /* 8 warps */
 #define WARPS_M 2
@@ -93,10 +93,55 @@ static __device__ __forceinline__ void load_rows(T *dst, const T *X, int nrows,
 	}
 }
 
+/* Four 8x8 b16 matrices from shared memory; lane l gives row l%8 of matrix l/8. */
+static __device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p)
+{
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
+/* d += a b, m16n8k16, row.col, f32 accumulate. */
+template <typename T>
+static __device__ __forceinline__ void mma16816(float *d, const uint32_t *a,
+						uint32_t b0, uint32_t b1)
+{
+	if constexpr (std::is_same_v<T, __half>)
+		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+			     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+			     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]),
+			       "r"(b0), "r"(b1));
+	else
+		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+			     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+			     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]),
+			       "r"(b0), "r"(b1));
+}
+
+/* C[m, n..n+1] = v0, v1, inside C only; one 4-byte store when pair. */
+template <typename T>
+static __device__ __forceinline__ void store2(T *C, int M, int N, int m, int n,
+					      float v0, float v1, bool pair)
+{
+	if (m >= M)
+		return;
+	T *p = C + (int64_t)m * N + n;
+	if (pair && n + 1 < N) {
+		T e[2] = {from_f32<T>(v0), from_f32<T>(v1)};
+		*reinterpret_cast<uint32_t *>(p) = *reinterpret_cast<uint32_t *>(e);
+	} else {
+		if (n < N)
+			p[0] = from_f32<T>(v0);
+		if (n + 1 < N)
+			p[1] = from_f32<T>(v1);
+	}
+}
+
 /*
  * C = A B0^T, or with DUAL C = silu(A B0^T) * (A B1^T).  Smem: STAGES x
- * (A tile, B0 tile [, B1 tile]), then 256 floats of epilogue scratch per
- * warp (512 with DUAL).
+ * (A tile, B0 tile [, B1 tile]), each [rows][BK + 8].
  */
 template <typename T, bool DUAL, bool VEC>
 __global__ void __launch_bounds__(THREADS)
@@ -106,19 +151,11 @@ gemm_nt_tc(const T *__restrict__ A, const T *__restrict__ B0,
 	constexpr int NB = DUAL ? 2 : 1, STAGE = A_STAGE + NB * B_STAGE;
 	extern __shared__ __align__(128) unsigned char smem[];
 	T *tiles = (T *)smem;
-	float *scr = (float *)(tiles + STAGES * STAGE) + threadIdx.x / 32 * 256 * NB;
 	const int warp = threadIdx.x / 32, wm = warp / WARPS_N, wn = warp % WARPS_N;
+	const int lane = threadIdx.x % 32;
 	const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
 	const int KT = (K + BK - 1) / BK;
-	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[NB][FM][FN];
-
-#pragma unroll
-	for (int b = 0; b < NB; b++)
-#pragma unroll
-		for (int i = 0; i < FM; i++)
-#pragma unroll
-			for (int j = 0; j < FN; j++)
-				wmma::fill_fragment(acc[b][i][j], 0.f);
+	float acc[NB][FM][2 * FN][4] = {};
 
 	auto load = [&](int stage, int kt) {
 		T *st = tiles + stage * STAGE;
@@ -139,49 +176,55 @@ gemm_nt_tc(const T *__restrict__ A, const T *__restrict__ B0,
 			load((kt + STAGES - 1) % STAGES, kt + STAGES - 1);
 		cp_commit();
 
-		const T *as = tiles + kt % STAGES * STAGE + wm * WTM * LDK;
-		const T *bs = tiles + kt % STAGES * STAGE + A_STAGE + wn * WTN * LDK;
+		/*
+		 * A: lane l addresses row l%16, k block l/16 of a 16x16 piece.
+		 * B [n][k]: matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15,
+		 * k 0-7), (n 8-15, k 8-15) = b0, b1 of two n8 tiles.
+		 */
+		const T *st = tiles + kt % STAGES * STAGE;
+		const T *as = st + (wm * WTM + (lane & 15)) * LDK + (lane >> 4) * 8;
+		const T *bs = st + A_STAGE +
+			      (wn * WTN + (lane & 7) + (lane >> 4) * 8) * LDK +
+			      (lane >> 3 & 1) * 8;
 #pragma unroll
 		for (int kk = 0; kk < BK; kk += 16) {
-			wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> af[FM];
+			uint32_t af[FM][4];
 #pragma unroll
 			for (int i = 0; i < FM; i++)
-				wmma::load_matrix_sync(af[i], as + i * 16 * LDK + kk, LDK);
+				ldsm_x4(af[i], as + i * 16 * LDK + kk);
 #pragma unroll
 			for (int b = 0; b < NB; b++) {
 #pragma unroll
 				for (int j = 0; j < FN; j++) {
-					wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> bf;
-					wmma::load_matrix_sync(bf, bs + b * B_STAGE + j * 16 * LDK + kk, LDK);
+					uint32_t bf[4];
+					ldsm_x4(bf, bs + b * B_STAGE + j * 16 * LDK + kk);
 #pragma unroll
-					for (int i = 0; i < FM; i++)
-						wmma::mma_sync(acc[b][i][j], af[i], bf, acc[b][i][j]);
+					for (int i = 0; i < FM; i++) {
+						mma16816<T>(acc[b][i][2 * j], af[i], bf[0], bf[1]);
+						mma16816<T>(acc[b][i][2 * j + 1], af[i], bf[2], bf[3]);
+					}
 				}
 			}
 		}
 	}
 	cp_wait<0>();
 
-	/* Epilogue: each 16x16 tile through per-warp scratch, bounds-checked. */
-	const int lane = threadIdx.x % 32, r = lane / 2, c = lane % 2 * 8;
+	/* m16n8 accumulator layout: c0,c1 at (g, 2t..), c2,c3 at (g+8, 2t..). */
+	const bool pair = N % 2 == 0 && ((uintptr_t)C & 3) == 0;
+	const int g = lane / 4, tq = lane % 4;
 #pragma unroll
 	for (int i = 0; i < FM; i++) {
 #pragma unroll
-		for (int j = 0; j < FN; j++) {
-			const int m = m0 + wm * WTM + i * 16 + r;
-			const int n = n0 + wn * WTN + j * 16 + c;
-			wmma::store_matrix_sync(scr, acc[0][i][j], 16, wmma::mem_row_major);
-			if constexpr (DUAL)
-				wmma::store_matrix_sync(scr + 256, acc[NB - 1][i][j], 16,
-							wmma::mem_row_major);
-			__syncwarp();
-			for (int e = 0; e < 8 && m < M && n + e < N; e++) {
-				float val = scr[r * 16 + c + e];
-				if constexpr (DUAL)
-					val = silu_mul(val, scr[256 + r * 16 + c + e]);
-				C[(int64_t)m * N + n + e] = from_f32<T>(val);
-			}
-			__syncwarp();
+		for (int j = 0; j < 2 * FN; j++) {
+			const int m = m0 + wm * WTM + i * 16 + g;
+			const int n = n0 + wn * WTN + j * 8 + 2 * tq;
+			float v[4];
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				v[e] = DUAL ? silu_mul(acc[0][i][j][e], acc[NB - 1][i][j][e])
+					    : acc[0][i][j][e];
+			store2(C, M, N, m, n, v[0], v[1], pair);
+			store2(C, M, N, m + 8, n, v[2], v[3], pair);
 		}
 	}
 }
@@ -244,8 +287,7 @@ static int launch_tc(const T *A, const T *B0, const T *B1, T *C, int M, int N,
 		     int K, cudaStream_t st)
 {
 	constexpr int NB = DUAL ? 2 : 1;
-	const size_t smem = (size_t)STAGES * (A_STAGE + NB * B_STAGE) * sizeof(T) +
-			    THREADS / 32 * 256 * NB * sizeof(float);
+	const size_t smem = (size_t)STAGES * (A_STAGE + NB * B_STAGE) * sizeof(T);
 	dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM);
 
 	if (cudaFuncSetAttribute(gemm_nt_tc<T, DUAL, VEC>,

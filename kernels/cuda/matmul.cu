@@ -1,12 +1,13 @@
 /*
  * matmul: C[M,N] = A[M,K] B[K,N], row-major, f32 accumulation.
  *
- * f16/bf16: tensor cores through wmma (16x16x16 HMMA, f32 accumulate).  A
- * block of 8 warps (2 x 4) computes a BM x BN tile of C; each warp holds a
- * (BM/2) x (BN/4) patch of accumulators in registers.  A and B tiles of
+ * f16/bf16: tensor cores through mma.sync m16n8k16 (f32 accumulate) fed by
+ * ldmatrix (.trans for B).  A block of 8 warps (2 x 4) computes a BM x BN
+ * tile of C; each warp holds a (BM/2) x (BN/4) patch of accumulators in
+ * registers and stores it straight from them.  A and B tiles of
  * depth BK go through shared memory in a STAGES-deep cp.async pipeline, so
  * the loads of the next tiles overlap the math on the current one; rows are
- * padded by 8 elements against bank conflicts.  16-byte copies need K and N
+ * padded by 8 elements, which keeps ldmatrix free of bank conflicts.  16-byte copies need K and N
  * to be multiples of 8 and aligned pointers; otherwise the same pipeline
  * fills its tiles element by element.  Out-of-range elements are zeros, and
  * the epilogue writes only inside C.
@@ -17,16 +18,14 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
-#include <mma.h>
 #include <stdint.h>
+#include <type_traits>
 #include "autokernel.h"
-
-using namespace nvcuda;
 
 #define BM 128     /* autokernel: tune 64,128,256 */
 #define BN 128     /* autokernel: tune 64,128,256 if BM * BN <= 32768 */
-#define BK 32      /* autokernel: tune 16,32,64 */
-#define STAGES 3   /* autokernel: tune 2,3,4 if STAGES * (BM * (BK + 8) + BK * (BN + 8)) * 2 <= 160000 */
+#define BK 64      /* autokernel: tune 16,32,64 */
+#define STAGES 3   /* autokernel: tune 2,3,4 if STAGES * (BM * (BK + 8) + BK * (BN + 8)) * 2 <= 220000 */
 
 #define THREADS 256             /* 8 warps */
 #define WARPS_M 2
@@ -39,8 +38,7 @@ using namespace nvcuda;
 #define LDB (BN + 8)
 #define A_STAGE (BM * LDA)
 #define B_STAGE (BK * LDB)
-#define SMEM_BYTES(T) (STAGES * (A_STAGE + B_STAGE) * sizeof(T) + \
-		       THREADS / 32 * 256 * sizeof(float))
+#define SMEM_BYTES(T) (STAGES * (A_STAGE + B_STAGE) * sizeof(T))
 
 static_assert(WTM % 16 == 0 && WTN % 16 == 0 && BK % 16 == 0, "tile shape");
 
@@ -102,31 +100,57 @@ static __device__ __forceinline__ void load_tile(T *As, T *Bs, const T *A,
 	}
 }
 
-/* One warp's 16x16 accumulator tile to C, bounds-checked, via scratch. */
-template <typename T>
-static __device__ __forceinline__ void store_frag(
-	const wmma::fragment<wmma::accumulator, 16, 16, 16, float> &acc,
-	float *scr, T *C, int M, int N, int m, int n, bool vec)
+/* Four 8x8 b16 matrices from shared memory; lane l gives row l%8 of matrix l/8. */
+static __device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p)
 {
-	const int lane = threadIdx.x % 32, r = lane / 2, c = lane % 2 * 8;
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
 
-	wmma::store_matrix_sync(scr, acc, 16, wmma::mem_row_major);
-	__syncwarp();
-	if (m + r < M) {
-		T *dst = C + (int64_t)(m + r) * N + n + c;
-		if (vec && n + c + 8 <= N) {
-			uint4 u;
-			T *e = reinterpret_cast<T *>(&u);
-#pragma unroll
-			for (int j = 0; j < 8; j++)
-				e[j] = from_f32<T>(scr[r * 16 + c + j]);
-			*reinterpret_cast<uint4 *>(dst) = u;
-		} else {
-			for (int j = 0; j < 8 && n + c + j < N; j++)
-				dst[j] = from_f32<T>(scr[r * 16 + c + j]);
-		}
+static __device__ __forceinline__ void ldsm_x4_trans(uint32_t *r, const void *p)
+{
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
+/* d += a b, m16n8k16, row.col, f32 accumulate. */
+template <typename T>
+static __device__ __forceinline__ void mma16816(float *d, const uint32_t *a,
+						uint32_t b0, uint32_t b1)
+{
+	if constexpr (std::is_same_v<T, __half>)
+		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+			     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+			     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]),
+			       "r"(b0), "r"(b1));
+	else
+		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+			     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+			     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]),
+			       "r"(b0), "r"(b1));
+}
+
+/* C[m, n..n+1] = v0, v1, inside C only; one 4-byte store when pair. */
+template <typename T>
+static __device__ __forceinline__ void store2(T *C, int M, int N, int m, int n,
+					      float v0, float v1, bool pair)
+{
+	if (m >= M)
+		return;
+	T *p = C + (int64_t)m * N + n;
+	if (pair && n + 1 < N) {
+		T e[2] = {from_f32<T>(v0), from_f32<T>(v1)};
+		*reinterpret_cast<uint32_t *>(p) = *reinterpret_cast<uint32_t *>(e);
+	} else {
+		if (n < N)
+			p[0] = from_f32<T>(v0);
+		if (n + 1 < N)
+			p[1] = from_f32<T>(v1);
 	}
-	__syncwarp();
 }
 
 template <typename T, bool VEC>
@@ -136,17 +160,11 @@ gemm_tc(const T *__restrict__ A, const T *__restrict__ B, T *__restrict__ C,
 {
 	extern __shared__ __align__(128) unsigned char smem[];
 	T *As = (T *)smem, *Bs = As + STAGES * A_STAGE;
-	float *scratch = (float *)(Bs + STAGES * B_STAGE);
 	const int warp = threadIdx.x / 32, wm = warp / WARPS_N, wn = warp % WARPS_N;
+	const int lane = threadIdx.x % 32;
 	const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
 	const int KT = (K + BK - 1) / BK;
-	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FM][FN];
-
-#pragma unroll
-	for (int i = 0; i < FM; i++)
-#pragma unroll
-		for (int j = 0; j < FN; j++)
-			wmma::fill_fragment(acc[i][j], 0.f);
+	float acc[FM][2 * FN][4] = {};
 
 	for (int s = 0; s < STAGES - 1; s++) {
 		if (s < KT)
@@ -164,34 +182,43 @@ gemm_tc(const T *__restrict__ A, const T *__restrict__ B, T *__restrict__ C,
 					  M, N, K, m0, n0, nt * BK);
 		cp_commit();
 
-		const T *as = As + kt % STAGES * A_STAGE + wm * WTM * LDA;
-		const T *bs = Bs + kt % STAGES * B_STAGE + wn * WTN;
+		/* lane l addresses row l%16, column block l/16 of a 16x16 piece */
+		const T *as = As + kt % STAGES * A_STAGE +
+			      (wm * WTM + (lane & 15)) * LDA + (lane >> 4) * 8;
+		const T *bs = Bs + kt % STAGES * B_STAGE + (lane & 15) * LDB +
+			      wn * WTN + (lane >> 4) * 8;
 #pragma unroll
 		for (int kk = 0; kk < BK; kk += 16) {
-			wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> af[FM];
-			wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> bf[FN];
+			uint32_t af[FM][4], bf[FN][4];
 #pragma unroll
 			for (int i = 0; i < FM; i++)
-				wmma::load_matrix_sync(af[i], as + i * 16 * LDA + kk, LDA);
+				ldsm_x4(af[i], as + i * 16 * LDA + kk);
 #pragma unroll
 			for (int j = 0; j < FN; j++)
-				wmma::load_matrix_sync(bf[j], bs + kk * LDB + j * 16, LDB);
+				ldsm_x4_trans(bf[j], bs + kk * LDB + j * 16);
 #pragma unroll
 			for (int i = 0; i < FM; i++)
 #pragma unroll
-				for (int j = 0; j < FN; j++)
-					wmma::mma_sync(acc[i][j], af[i], bf[j], acc[i][j]);
+				for (int j = 0; j < FN; j++) {
+					mma16816<T>(acc[i][2 * j], af[i], bf[j][0], bf[j][1]);
+					mma16816<T>(acc[i][2 * j + 1], af[i], bf[j][2], bf[j][3]);
+				}
 		}
 	}
 	cp_wait<0>();
 
-	const bool vec = N % 8 == 0 && ((uintptr_t)C & 15) == 0;
+	/* m16n8 accumulator layout: c0,c1 at (g, 2t..), c2,c3 at (g+8, 2t..). */
+	const bool pair = N % 2 == 0 && ((uintptr_t)C & 3) == 0;
+	const int g = lane / 4, tq = lane % 4;
 #pragma unroll
 	for (int i = 0; i < FM; i++)
 #pragma unroll
-		for (int j = 0; j < FN; j++)
-			store_frag(acc[i][j], scratch + warp * 256, C, M, N,
-				   m0 + wm * WTM + i * 16, n0 + wn * WTN + j * 16, vec);
+		for (int j = 0; j < 2 * FN; j++) {
+			const int m = m0 + wm * WTM + i * 16 + g;
+			const int n = n0 + wn * WTN + j * 8 + 2 * tq;
+			store2(C, M, N, m, n, acc[i][j][0], acc[i][j][1], pair);
+			store2(C, M, N, m + 8, n, acc[i][j][2], acc[i][j][3], pair);
+		}
 }
 
 /* f32: 64x64 tile, BK 16, each thread 4x4 outputs strided by 16. */

@@ -1,0 +1,319 @@
+/*
+ * report-md.c: the report as a pull-request body in GitHub markdown.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "report.h"
+
+static double num(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+static const char *str(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? s : "?";
+}
+
+/* Text for a table cell: no pipes, no HTML, one line. */
+static void add_cell(struct strbuf *sb, const char *s)
+{
+	for (; s && *s; s++) {
+		if (*s == '|')
+			strbuf_addstr(sb, "\\|");
+		else if (*s == '<')
+			strbuf_addstr(sb, "&lt;");
+		else if (*s == '\n' || *s == '\r')
+			strbuf_addch(sb, ' ');
+		else
+			strbuf_addch(sb, *s);
+	}
+}
+
+static void add_pct(struct strbuf *sb, double frac)
+{
+	if (frac > 0)
+		strbuf_addf(sb, frac < 0.1 ? "%.1f%%" : "%.0f%%", 100 * frac);
+	else
+		strbuf_addch(sb, '-');
+}
+
+static void add_device(struct strbuf *sb, json_t *dev, const char *backend)
+{
+	static const struct { const char *key, *fmt; } parts[] = {
+		{ "arch", "%s" }, { "sms", "%lld SMs" },
+		{ "cores", "%lld cores" },
+		{ "driver", "driver %s" },
+		{ "driver_version", "driver %lld" },
+		{ "runtime_version", "runtime %lld" },
+	};
+
+	add_cell(sb, str(dev, "name"));
+	strbuf_addf(sb, " (%s", backend);
+	for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
+		json_t *v = json_object_get(dev, parts[i].key);
+		struct strbuf one = STRBUF_INIT;
+
+		if (json_is_string(v))
+			strbuf_addf(&one, parts[i].fmt, json_string_value(v));
+		else if (json_is_integer(v))
+			strbuf_addf(&one, parts[i].fmt,
+				    (long long)json_integer_value(v));
+		if (one.len) {
+			strbuf_addstr(sb, ", ");
+			add_cell(sb, one.buf);
+		}
+		strbuf_release(&one);
+	}
+	strbuf_addch(sb, ')');
+}
+
+static void add_dtypes(struct strbuf *sb, json_t *problem)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(json_object_get(problem, "dtypes"), i, v)
+		strbuf_addf(sb, "%s%s", i ? ", " : "", json_string_value(v));
+}
+
+static void headline(struct strbuf *sb, const struct report *r, json_t *note)
+{
+	char a[32], b[32];
+
+	report_fmt_us(a, sizeof(a), r->base_us);
+	report_fmt_us(b, sizeof(b), r->best_us);
+	strbuf_addf(sb, "## %s: ", r->branch);
+	add_cell(sb, str(note, "op"));
+	if (r->best && r->best != r->base &&
+	    report_speedup(r, r->best) > 0)
+		strbuf_addf(sb, " %.2fx faster", report_speedup(r, r->best));
+	else
+		strbuf_addstr(sb, ", no faster than the baseline yet,");
+	strbuf_addstr(sb, " on ");
+	add_cell(sb, str(json_object_get(note, "device"), "name"));
+	strbuf_addf(sb, "\n\n**%s us -> %s us** at %s %s", a, b,
+		    str(r->bench, "shape"), str(r->bench, "dtype"));
+	if (r->floor_us > 0 && r->best_us > 0) {
+		strbuf_addstr(sb, ", ");
+		add_pct(sb, r->floor_us / r->best_us);
+		strbuf_addstr(sb, " of the floor");
+	}
+	strbuf_addf(sb, ".  %zu experiments: %d kept, %d rejected",
+		    r->h.nr - 1, r->kept, r->rejected);
+	if (r->unverified)
+		strbuf_addf(sb, ", %d unverified (committed with "
+			    "--no-verify)", r->unverified);
+	strbuf_addstr(sb, ".\n\n");
+}
+
+static void summary(struct strbuf *sb, const struct report *r, json_t *note)
+{
+	json_t *v = json_object_get(note, "verify");
+
+	strbuf_addstr(sb, "| | |\n|---|---|\n| op | ");
+	add_cell(sb, str(note, "op"));
+	strbuf_addf(sb, " |\n| bench shape | %s %s |\n| dtypes verified | ",
+		    str(r->bench, "shape"), str(r->bench, "dtype"));
+	add_dtypes(sb, json_object_get(note, "problem"));
+	strbuf_addstr(sb, " |\n| device | ");
+	add_device(sb, json_object_get(note, "device"), str(note, "backend"));
+	strbuf_addstr(sb, " |\n| verification of the best | ");
+	if (json_is_object(v))
+		strbuf_addf(sb, "%s %lld/5 |\n",
+			    json_is_true(json_object_get(v, "pass")) ?
+			    "pass" : "FAIL", (long long)json_integer_value(
+				    json_object_get(v, "stages_passed")));
+	else
+		strbuf_addstr(sb, "- |\n");
+	strbuf_addstr(sb, "| tool | git-autokernel ");
+	add_cell(sb, str(note, "tool"));
+	if (strcmp(str(note, "tool"), AK_VERSION))
+		strbuf_addf(sb, " (report by %s)", AK_VERSION);
+	strbuf_addstr(sb, " |\n\n");
+}
+
+static void result_row(struct strbuf *sb, const char *what,
+		       const struct experiment *e, double us, double speedup,
+		       double roofline)
+{
+	char t[32];
+
+	report_fmt_us(t, sizeof(t), us);
+	strbuf_addf(sb, "| %s | ", what);
+	if (e)
+		strbuf_addf(sb, "`%.7s`", git_oid_tostr_s(&e->id));
+	strbuf_addf(sb, " | %s | ", t);
+	if (speedup > 0)
+		strbuf_addf(sb, "%.2fx", speedup);
+	strbuf_addstr(sb, " | ");
+	add_pct(sb, roofline);
+	strbuf_addstr(sb, " |\n");
+}
+
+static void results(struct strbuf *sb, const struct report *r)
+{
+	size_t i;
+	json_t *v;
+
+	strbuf_addstr(sb, "### Baseline, best and floor\n\n"
+		      "| | commit | time (us) | speedup | % of floor |\n"
+		      "|---|---|--:|--:|--:|\n");
+	result_row(sb, "baseline", r->base, r->base_us, 1,
+		   num(r->base->note, "roofline"));
+	if (r->best)
+		result_row(sb, "**best**", r->best, r->best_us,
+			   report_speedup(r, r->best),
+			   num(r->best->note, "roofline"));
+	if (r->floor_us > 0) {
+		struct strbuf what = STRBUF_INIT;
+
+		strbuf_addf(&what, "floor: %s", str(r->bench, "floor_kind"));
+		if (num(r->bench, "bytes") > 0)
+			strbuf_addf(&what, " of %.1f MB", num(r->bench,
+							"bytes") / 1e6);
+		result_row(sb, what.buf, NULL, r->floor_us, 0, 1);
+		strbuf_release(&what);
+	}
+	json_array_foreach(r->references, i, v) {
+		struct strbuf what = STRBUF_INIT;
+		double us = num(v, "median_us");
+
+		strbuf_addstr(&what, "reference: ");
+		add_cell(&what, str(v, "name"));
+		result_row(sb, what.buf, NULL, us, r->base_us / us,
+			   r->floor_us / us);
+		strbuf_release(&what);
+	}
+	strbuf_addstr(sb, "\nSpeedups are over the baseline; % of floor is the "
+		      "floor's time over the kernel's (100% is the speed of "
+		      "light).  Times are medians, measured interleaved with "
+		      "the commit they replaced.\n\n");
+}
+
+static json_t *find_shape(json_t *shapes, json_t *want)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(shapes, i, v)
+		if (json_equal(json_object_get(v, "shape"),
+			       json_object_get(want, "shape")) &&
+		    json_equal(json_object_get(v, "dtype"),
+			       json_object_get(want, "dtype")))
+			return v;
+	return NULL;
+}
+
+static void per_shape(struct strbuf *sb, const struct report *r)
+{
+	json_t *shapes = r->best ? json_object_get(r->best->note, "shapes") :
+		NULL;
+	json_t *base = json_object_get(r->base->note, "shapes"), *v;
+	size_t i;
+
+	strbuf_addstr(sb, "### Per shape\n\n");
+	if (!json_array_size(shapes)) {
+		strbuf_addf(sb, "The best kernel's note has no per-shape "
+			    "timings; `git autokernel bench %.12s "
+			    "--all-shapes` measures them.\n\n",
+			    r->best ? git_oid_tostr_s(&r->best->id) : "HEAD");
+		return;
+	}
+	strbuf_addstr(sb, "| shape | dtype | time (us) | baseline (us) | "
+		      "speedup | % of floor |\n|---|---|--:|--:|--:|--:|\n");
+	json_array_foreach(shapes, i, v) {
+		char t[32], bt[32];
+		double us = num(v, "median_us");
+		double bus = num(find_shape(base, v), "median_us");
+
+		report_fmt_us(t, sizeof(t), us);
+		report_fmt_us(bt, sizeof(bt), bus);
+		strbuf_addstr(sb, "| ");
+		add_cell(sb, str(v, "shape"));
+		strbuf_addstr(sb, " | ");
+		add_cell(sb, str(v, "dtype"));
+		strbuf_addf(sb, " | %s | %s | ", t, bt);
+		if (us > 0 && bus > 0)
+			strbuf_addf(sb, "%.2fx", bus / us);
+		strbuf_addstr(sb, " | ");
+		add_pct(sb, num(v, "roofline"));
+		strbuf_addstr(sb, " |\n");
+	}
+	strbuf_addch(sb, '\n');
+}
+
+static void kept_table(struct strbuf *sb, const struct report *r)
+{
+	strbuf_addstr(sb, "### Kept experiments\n\n"
+		      "| # | commit | time (us) | speedup | % of floor | "
+		      "hypothesis |\n|--:|---|--:|--:|--:|---|\n");
+	for (size_t i = 0; i < r->h.nr; i++) {
+		const struct experiment *e = &r->h.e[i];
+		double us = report_time(e), s = report_speedup(r, e);
+		char t[32];
+
+		if (e->attempt)
+			continue;
+		report_fmt_us(t, sizeof(t), us);
+		strbuf_addf(sb, "| %zu | `%.7s` | %s | ", i,
+			    git_oid_tostr_s(&e->id), e->note ? t :
+			    "unverified");
+		if (s > 0)
+			strbuf_addf(sb, "%.2fx", s);
+		strbuf_addstr(sb, " | ");
+		add_pct(sb, num(e->note, "roofline"));
+		strbuf_addstr(sb, " | ");
+		add_cell(sb, e->subject);
+		strbuf_addstr(sb, " |\n");
+	}
+	strbuf_addch(sb, '\n');
+}
+
+static void rejected_table(struct strbuf *sb, const struct report *r)
+{
+	strbuf_addf(sb, "### Rejected attempts\n\n%d candidates were rejected "
+		    "and saved under `refs/autokernel/attempts/%s/` "
+		    "(`git autokernel log --attempts`).\n\n", r->rejected,
+		    r->h.name);
+	strbuf_addstr(sb, "| reason |");
+	for (int i = 0; i < REASON_NR; i++)
+		if (i != REASON_OTHER || r->reasons[i])
+			strbuf_addf(sb, " %s |", report_reason_names[i]);
+	strbuf_addstr(sb, " total |\n|---|");
+	for (int i = 0; i < REASON_NR; i++)
+		if (i != REASON_OTHER || r->reasons[i])
+			strbuf_addstr(sb, "--:|");
+	strbuf_addstr(sb, "--:|\n| attempts |");
+	for (int i = 0; i < REASON_NR; i++)
+		if (i != REASON_OTHER || r->reasons[i])
+			strbuf_addf(sb, " %d |", r->reasons[i]);
+	strbuf_addf(sb, " %d |\n\n", r->rejected);
+}
+
+void report_md(struct strbuf *sb, const struct report *r, const char *svg)
+{
+	json_t *note = (r->best ? r->best : r->base)->note;
+
+	headline(sb, r, note);
+	summary(sb, r, note);
+	results(sb, r);
+	if (svg)
+		strbuf_addf(sb, "![time per experiment: kept, rejected, best "
+			    "so far, baseline and floor](%s)\n\n", svg);
+	else
+		strbuf_addstr(sb, "The progress plot: `git autokernel report "
+			      "-o report.md` writes report.svg beside it.\n\n");
+	per_shape(sb, r);
+	kept_table(sb, r);
+	rejected_table(sb, r);
+	strbuf_addstr(sb, "### Reproduce\n\n"
+		      "The results are git notes (`refs/notes/autokernel`) "
+		      "on each commit; see doc/sharing.md.\n\n```sh\n");
+	report_reproduce(sb, r);
+	strbuf_addstr(sb, "```\n");
+}

@@ -1,0 +1,71 @@
+/*
+ * report.h: a branch's experiments as a pull-request body.  report_load()
+ * reads the history (kept commits and attempts, oldest first) and picks
+ * out the baseline, the best kept commit and the floor; the renderers
+ * write it as markdown, as a standalone SVG progress plot, or as JSON.
+ *
+ *	struct report r = REPORT_INIT;
+ *	if (report_load(&r, "softmax") < 0)
+ *		return 3;
+ *	report_md(&md, &r, "report.svg");       // NULL: no plot to embed
+ *	report_svg(&svg, &r);
+ *	json_t *j = report_json(&r);            // the caller's reference
+ *	report_release(&r);
+ *
+ * Everything comes from git: commit messages, and the JSON notes of kept
+ * commits and attempts (bin/experiment.c writes them).  Two fields of a
+ * note are optional and used when present: "references", timings of
+ * other implementations ([{name, median_us}] or {name: us}), and
+ * "shapes", per-shape timings ([{shape, dtype, median_us, roofline}]).
+ */
+#ifndef REPORT_H
+#define REPORT_H
+
+#include <jansson.h>
+#include "history.h"
+#include "strbuf.h"
+
+/* Why attempts were rejected, in the order the report lists them. */
+enum report_reason {
+	REASON_BUILD, REASON_VERIFY, REASON_SLOWER, REASON_BENCH,
+	REASON_AGENT, REASON_SCOPE, REASON_OTHER, REASON_NR
+};
+extern const char *const report_reason_names[REASON_NR];
+
+struct report {
+	struct history h;       /* every experiment, oldest first */
+	char branch[300];
+	const struct experiment *base;  /* h.e[0], the baseline */
+	const struct experiment *best;  /* fastest measured kept commit */
+	double base_us, best_us;        /* 0 when not measured */
+	json_t *bench;          /* the best's bench result (borrowed) */
+	double floor_us;        /* from the best's run; 0 when unknown */
+	json_t *references;     /* [{name, median_us}], owned */
+	int kept, rejected, unverified;
+	int reasons[REASON_NR];
+};
+#define REPORT_INIT { .h = HISTORY_INIT }
+
+/* 0, or -1 after an error (not an experiment branch, no baseline). */
+int report_load(struct report *r, const char *name);
+void report_release(struct report *r);
+
+/* An experiment's median time in us, or 0 when it has none. */
+double report_time(const struct experiment *e);
+/* Over the baseline: a kept commit's own (timed interleaved with the
+ * baseline), else the ratio of the medians; 0 when unknown. */
+double report_speedup(const struct report *r, const struct experiment *e);
+/* Whether e is a measured baseline or kept commit. */
+int report_is_kept(const struct experiment *e);
+/* Times of 1 us to 1 s, short: "17.8", "4751.8", "12345". */
+void report_fmt_us(char *buf, size_t n, double us);
+
+/* The commands a reviewer runs to reproduce the result, one a line. */
+void report_reproduce(struct strbuf *out, const struct report *r);
+
+/* svg: the relative path of the plot to embed, or NULL. */
+void report_md(struct strbuf *out, const struct report *r, const char *svg);
+void report_svg(struct strbuf *out, const struct report *r);
+json_t *report_json(const struct report *r);
+
+#endif

@@ -1,0 +1,171 @@
+#!/bin/sh
+# The experiment loop: the tuner never repeats a configuration, stop
+# rules (count, plateau, budget, an exhausted search), interrupt and
+# resume, and external agents that edit, fail, hang, or stray.
+. "$(dirname "$0")/lib.sh"
+
+small_problem softmax | sed -e 's/"f16", "bf16", "f32"/"f32"/' >small.json
+# two tunables the code ignores: five valid configurations, all alike
+{
+	echo "#define A 1  /* autokernel: tune 1,2,3 */"
+	echo "#define B 1  /* autokernel: tune 1,2 if A*B <= 4 */"
+	sed -e 's|/\* BREAK \*/||' "$TEST_DIR/kernels/softmax-f32.c"
+} >tuned.c
+
+test_setup 'a branch to run on' '
+	new_repo repo && cd repo &&
+	git autokernel start softmax --backend host --from ../tuned.c \
+		--problem ../small.json >/dev/null 2>&1 && cd ..
+'
+
+test_expect_success 'the tuner tries every configuration once, then stops' '
+	cd repo &&
+	git autokernel run --max-experiments 10 --plateau 50 >../out 2>../err &&
+	grep "agent done: every valid configuration" ../err &&
+	git autokernel log --attempts --json >../log.json &&
+	for c in $(python3 -c "import json; print(\" \".join(r[\"commit\"] for r in json.load(open(\"../log.json\"))))"); do
+		git show $c:softmax/kernel.c | grep "autokernel: tune" |
+			awk "{print \$2 \"=\" \$3}" | tr "\n" " "; echo
+	done >../configs &&
+	test $(wc -l <../configs) = 5 &&
+	test $(sort -u ../configs | wc -l) = 5 &&
+	! grep "A=3 B=2" ../configs
+'
+
+test_expect_success 'a second run finds nothing left and repeats nothing' '
+	cd repo && git autokernel run --max-experiments 3 >../out 2>../err &&
+	grep "agent done" ../err &&
+	test $(git for-each-ref refs/autokernel/attempts | wc -l) = 4
+'
+
+test_setup 'a fresh branch' '
+	cd repo && git checkout -q main &&
+	git autokernel start softmax --name sm2 --backend host \
+		--from ../tuned.c --problem ../small.json >/dev/null 2>&1 && cd ..
+'
+
+test_expect_success 'a plateau of rejections stops the run' '
+	cd repo && git autokernel run --max-experiments 10 --plateau 2 2>../err >../out &&
+	grep "2 rejections in a row, a plateau" ../err
+'
+
+test_expect_success 'the budget stops the run' '
+	cd repo && git checkout -q main &&
+	git autokernel start softmax --name sm3 --backend host \
+		--from ../tuned.c --problem ../small.json >/dev/null 2>&1 &&
+	git autokernel run --budget 1s --plateau 50 2>../err >../out &&
+	grep "the budget of 1 s is spent" ../err
+'
+
+cat >edit.sh <<'EOF2'
+#!/bin/sh
+cp "$AUTOKERNEL_PROMPT" "$(dirname "$0")/prompt.txt"
+echo "/* experiment $AUTOKERNEL_EXPERIMENT */" >>"$AUTOKERNEL_KERNEL"
+echo "a comment changes nothing" >"$AUTOKERNEL_MESSAGE"
+EOF2
+cat >fail.sh <<'EOF2'
+#!/bin/sh
+echo "/* half an edit */" >>"$AUTOKERNEL_KERNEL"
+echo "the agent gave up" >&2
+exit 3
+EOF2
+cat >stray.sh <<'EOF2'
+#!/bin/sh
+echo "/* kernel */" >>"$AUTOKERNEL_KERNEL"
+echo "vandalism" >>README.md
+echo "new" >stray-file.txt
+EOF2
+chmod +x edit.sh fail.sh stray.sh
+
+test_setup 'a branch for the agents' '
+	cd repo && git checkout -q main &&
+	git autokernel start softmax --name ex --backend host \
+		--from ../tuned.c --problem ../small.json >/dev/null 2>&1 && cd ..
+'
+
+test_expect_success 'an exec agent edits, and its hypothesis is the message' '
+	cd repo && git autokernel run --agent exec --max-experiments 1 \
+		-- "$TRASH/edit.sh" >../out 2>../err &&
+	grep "softmax" ../prompt.txt && grep "History" ../prompt.txt &&
+	grep -i "tolerance" ../prompt.txt &&
+	git log -1 --format=%s refs/autokernel/attempts/ex/1 >../subj &&
+	grep "a comment changes nothing" ../subj &&
+	test -z "$(git status --porcelain --untracked-files=no)"
+'
+
+test_expect_success 'an exec agent that fails is a rejected experiment' '
+	cd repo && git autokernel run --agent exec --max-experiments 2 \
+		-- "$TRASH/fail.sh" >../out 2>../err &&
+	grep "rejected (agent)" ../err &&
+	git notes --ref=autokernel show refs/autokernel/attempts/ex/2 >../n &&
+	grep "exited with 3" ../n && grep "the agent gave up" ../n &&
+	test -z "$(git status --porcelain --untracked-files=no)"
+'
+
+test_expect_success 'an exec agent that hangs is killed at its limit' '
+	cd repo && git config autokernel.agentTimeout 1 &&
+	git autokernel run --agent exec --max-experiments 1 \
+		-- sleep 60 >../out 2>../err &&
+	grep "timed out after 1.0 s" ../err &&
+	git config --unset autokernel.agentTimeout
+'
+
+test_expect_success 'an exec agent that edits another file is rejected' '
+	cd repo && git autokernel run --agent exec --max-experiments 1 \
+		-- "$TRASH/stray.sh" >../out 2>../err &&
+	grep "rejected (scope)" ../err && grep "README.md" ../err &&
+	! grep vandalism README.md && ! test -e stray-file.txt &&
+	test -z "$(git status --porcelain)"
+'
+
+test_expect_success 'a run needs a clean tree' '
+	cd repo && echo dirty >>README.md &&
+	test_expect_code 3 git autokernel run --max-experiments 1 2>../err &&
+	grep "changes to tracked files" ../err && git checkout -q README.md
+'
+
+# wait_for FILE: up to 60 s for FILE to appear
+wait_for () {
+	i=0
+	while ! test -e "$1"; do
+		i=$((i + 1)); test $i -lt 600 || return 1; sleep 0.1
+	done
+}
+
+cat >slow-edit.sh <<'EOF2'
+#!/bin/sh
+touch "$(dirname "$0")/agent-started"
+sleep 2
+echo "/* slow edit */" >>"$AUTOKERNEL_KERNEL"
+EOF2
+chmod +x slow-edit.sh
+
+test_expect_success 'Ctrl-C stops after the experiment; the next run continues' '
+	cd repo && before=$(git autokernel log --attempts --json | grep -c "\"commit\"") &&
+	rm -f ../agent-started &&
+	{ git-autokernel run --agent exec --max-experiments 5 -- "$TRASH/slow-edit.sh" \
+		>../out 2>../err & pid=$!; } &&
+	wait_for ../agent-started &&
+	kill -INT $pid && wait $pid;
+	grep "stopping after this experiment" ../err &&
+	grep "the tree is clean" ../err &&
+	test -z "$(git status --porcelain)" && ! test -e .git/index.lock &&
+	after=$(git autokernel log --attempts --json | grep -c "\"commit\"") &&
+	test $after = $((before + 1)) &&
+	git autokernel run --agent exec --max-experiments 1 -- "$TRASH/edit.sh" >../out 2>../err &&
+	test $(git autokernel log --attempts --json | grep -c "\"commit\"") = $((after + 1))
+'
+
+test_expect_success 'a kill stops at once and leaves the tree clean' '
+	cd repo && rm -f ../agent-started &&
+	{ git-autokernel run --agent exec --max-experiments 5 -- "$TRASH/slow-edit.sh" \
+		>../out 2>../err & pid=$!; } &&
+	wait_for ../agent-started &&
+	kill -TERM $pid; wait $pid; rc=$? &&
+	test $rc = 143 &&
+	test -z "$(git status --porcelain)" && ! test -e .git/index.lock &&
+	! test -e .git/autokernel/run.lock &&
+	git fsck --no-dangling 2>&1 | grep -v "^Checking" >../fsck; ! test -s ../fsck
+'
+
+test_done
