@@ -61,9 +61,18 @@ static void compile_args(struct strvec *a, const char *backend,
 		strvec_pushl(a, "-std=gnu11", "-O3", "-march=native",
 			     "-fopenmp", "-shared", "-fPIC", NULL);
 	} else if (!strcmp(backend, "cuda")) {
+		const char *sm = arch && *arch ? arch : "sm_90";
+
 		strvec_pushl(a, "-O3", "-lineinfo", "-shared",
 			     "-Xcompiler", "-fPIC", NULL);
-		strvec_pushf(a, "-arch=%s", arch && *arch ? arch : "sm_90");
+		/* A kernel is built for the device it runs on, so Hopper's
+		 * arch-specific instructions (wgmma, setmaxnreg) are fair:
+		 * sm_90 builds as sm_90a, in the -gencode form that does not
+		 * also run a plain sm_90 pass. */
+		if (!strcmp(sm, "sm_90"))
+			strvec_push(a, "-gencode=arch=compute_90a,code=sm_90a");
+		else
+			strvec_pushf(a, "-arch=%s", sm);
 	} else {
 		strvec_pushl(a, "-O3", "-shared", "-fPIC", "-x", "hip", NULL);
 		strvec_pushf(a, "--offload-arch=%s",
