@@ -1,0 +1,63 @@
+#!/bin/sh
+# make bench: how long the harness takes.  Per op on the host: the wall
+# time of a full five-stage verify and of a benchmark of the starter.  On
+# every GPU backend that answers: one experiment of softmax as the loop
+# makes it (a changed kernel committed: build, five stages, interleaved
+# A/B benchmark against HEAD and the baseline, decision, records).
+# A benchmark of the harness: it prints numbers and never fails on speed.
+set -u
+AK_BUILD=${AK_BUILD:-$(cd "$(dirname "$0")/.." && pwd)/build}
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+PATH="$AK_BUILD:$PATH"
+W=$(mktemp -d "${TMPDIR:-/tmp}/ak-bench.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+export AUTOKERNEL_CACHE="$W/cache" HOME="$W"
+export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@localhost
+export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@localhost
+
+secs () {
+	start=$(date +%s%N)
+	"$@" >"$W/last.out" 2>&1
+	rc=$?
+	end=$(date +%s%N)
+	awk "BEGIN { printf \"%.2f\", ($end - $start) / 1e9 }"
+	return $rc
+}
+
+table="$W/table"
+: >"$table"
+for op in ${AK_BENCH_OPS:-matmul softmax layernorm rmsnorm cross_entropy \
+	  reduce rotary_embedding flash_attention fused_mlp}; do
+	mkdir -p "$W/host/$op"
+	git-autokernel ops "$op" --problem >"$W/host/$op/problem.json"
+	cp "$SRC/kernels/host/$op.c" "$W/host/$op/kernel.c"
+	git-autokernel verify --build-only "$W/host/$op" >/dev/null 2>&1
+	v=$(secs git-autokernel verify "$W/host/$op") || v="$v (fail)"
+	b=$(secs git-autokernel bench "$W/host/$op") || b="$b (fail)"
+	t=$(grep -E "^  .*[0-9] us" "$W/last.out" | head -1 | awk '{print $2, $3}')
+	printf "host  %-17s verify %6.2f s   bench %6.2f s   kernel %s\n" \
+		"$op" "$v" "$b" "$t" | tee -a "$table"
+done
+
+for backend in cuda hip; do
+	test -x "$AK_BUILD/ak-runner-$backend" || continue
+	repo="$W/repo-$backend"
+	git init -q "$repo" && cd "$repo" &&
+		git commit -q --allow-empty -m init || exit 1
+	if ! s=$(secs git-autokernel start softmax --backend "$backend"); then
+		printf "%-5s no device, or start failed: %s\n" "$backend" \
+			"$(grep -m1 error "$W/last.out")" | tee -a "$table"
+		cd "$SRC" || exit 1
+		continue
+	fi
+	echo "/* a changed kernel: a new build */" >>softmax/kernel.*
+	e=$(secs git commit -q -a -m "bench: one experiment")
+	printf "%-5s softmax start (ceilings, build, verify, bench) %6.2f s\n" \
+		"$backend" "$s" | tee -a "$table"
+	printf "%-5s softmax one experiment (build, 5 stages, A/B) %6.2f s\n" \
+		"$backend" "$e" | tee -a "$table"
+	grep -E "build |stage|bench |verdict" "$W/last.out" | sed 's/^/      /'
+	cd "$SRC" || exit 1
+done
+echo
+cat "$table"
