@@ -62,6 +62,24 @@ static int check(gpuError_t e, const char *what)
 	return -1;
 }
 
+/* The kernel driver's version ("580.159.04"), where Linux shows it. */
+static void add_driver(json_t *info)
+{
+	FILE *f = fopen("/proc/driver/nvidia/version", "r");
+	char line[512], *p;
+
+	if (!f)
+		return;
+	if (fgets(line, sizeof(line), f) && (p = strstr(line, "Kernel Module"))) {
+		char ver[64] = "";
+
+		sscanf(p + strlen("Kernel Module"), " %63s", ver);
+		if (*ver)
+			json_object_set_new(info, "driver", json_string(ver));
+	}
+	fclose(f);
+}
+
 static void add_clocks(json_t *info)
 {
 	int v;
@@ -121,6 +139,7 @@ int dev_init(json_t *info)
 			    json_integer((json_int_t)prop.totalGlobalMem));
 	json_object_set_new(info, "warp_size", json_integer(prop.warpSize));
 	add_clocks(info);
+	add_driver(info);
 	return 0;
 }
 
