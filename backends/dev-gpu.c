@@ -70,7 +70,8 @@ static void add_driver(json_t *info)
 
 	if (!f)
 		return;
-	if (fgets(line, sizeof(line), f) && (p = strstr(line, "Kernel Module"))) {
+	p = fgets(line, sizeof(line), f) ? strstr(line, "Kernel Module") : NULL;
+	if (p) {
 		char ver[64] = "";
 
 		sscanf(p + strlen("Kernel Module"), " %63s", ver);
