@@ -432,9 +432,10 @@ static enum step experiment(struct run_state *st, const char *name,
 				    "%s: %s", krel.buf, bad.buf);
 		else
 			strbuf_addbuf(&why, &pr.failure);
-		if (bad.len || kernel_changed(krel.buf))
-			save_unjudged(name, pr.hypothesis.len ? pr.hypothesis.buf :
-				      "(no hypothesis)", reason, why.buf);
+		/* Saved even when the kernel did not change: the history
+		 * shows the failed reply, and the numbering moves on. */
+		save_unjudged(name, pr.hypothesis.len ? pr.hypothesis.buf :
+			      "(no hypothesis)", reason, why.buf);
 		restore_tree(krel.buf, before.buf);
 		strbuf_addf(&outcome, "#%d rejected (%s): %.100s", ctx.experiment,
 			    reason, why.buf);

@@ -57,6 +57,15 @@ test_expect_success 'the budget stops the run' '
 	grep "the budget of 1 s is spent" ../err
 '
 
+test_expect_success '--ops runs several branches, the most gain left first' '
+	cd repo && git config autokernel.sm2.share 0.1 &&
+	git config autokernel.sm3.share 0.9 &&
+	git autokernel run --ops sm2,sm3 --plateau 1 --max-experiments 10 \
+		2>../err >../out &&
+	grep -n "^\[sm" ../err >../order &&
+	head -1 ../order | grep "\[sm3" && grep "\[sm2" ../order
+'
+
 cat >edit.sh <<'EOF2'
 #!/bin/sh
 cp "$AUTOKERNEL_PROMPT" "$(dirname "$0")/prompt.txt"
