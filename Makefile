@@ -88,7 +88,8 @@ SAN_CFLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=undefined
 # Under the sanitizers, the tests of the tool's own code; the starters'
 # sweep, the compilers and the demo exercise kernels, not the tool.
-TESTS_SLOW = tests/t0002-host-starters.sh tests/t0020-compile-starters.sh \
+TESTS_SLOW = tests/t0002-host-starters.sh tests/t0020-compile-host.sh \
+	tests/t0021-compile-cuda.sh tests/t0022-compile-hip.sh \
 	tests/t0210-demo.sh
 
 asan:
