@@ -30,7 +30,7 @@ for op in ${AK_BENCH_OPS:-matmul softmax layernorm rmsnorm cross_entropy \
 	  reduce rotary_embedding flash_attention fused_mlp}; do
 	mkdir -p "$W/host/$op"
 	git-autokernel ops "$op" --problem >"$W/host/$op/problem.json"
-	cp "$SRC/kernels/host/$op.c" "$W/host/$op/kernel.c"
+	cp "$SRC/kernels/host/$op.c" "$W/host/$op/kernel.c" || continue
 	git-autokernel verify --build-only "$W/host/$op" >/dev/null 2>&1
 	v=$(secs git-autokernel verify "$W/host/$op") || v="$v (fail)"
 	b=$(secs git-autokernel bench "$W/host/$op") || b="$b (fail)"
@@ -40,7 +40,9 @@ for op in ${AK_BENCH_OPS:-matmul softmax layernorm rmsnorm cross_entropy \
 done
 
 for backend in cuda hip; do
-	test -x "$AK_BUILD/ak-runner-$backend" || continue
+	test -x "$AK_BUILD/ak-runner-$backend" ||
+		test -x "$AK_BUILD/../libexec/git-autokernel/ak-runner-$backend" ||
+		continue
 	repo="$W/repo-$backend"
 	git init -q "$repo" && cd "$repo" &&
 		git commit -q --allow-empty -m init || exit 1
