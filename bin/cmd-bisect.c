@@ -84,17 +84,6 @@ static void release_signals(const struct sigaction *old)
 		sigaction(signals[i], &old[i], NULL);
 }
 
-static int parse_threshold(const char *s, double *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	if (end == s || v < 0 || (*end && strcmp(end, "%")))
-		return error("bad threshold '%s' (e.g. 5%%)", s);
-	*out = *end == '%' || v >= 1 ? v / 100 : v;
-	return 0;
-}
-
 /* The full id of rev's commit into hex; 0 or error(). */
 static int resolve(char *hex, const char *rev)
 {
@@ -482,8 +471,9 @@ static int bisect_parse(int argc, char **argv, struct bisect *b)
 	b->threshold = 0.05;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (opt == 't') {
-			if (parse_threshold(optarg, &b->threshold) < 0)
-				return 2;
+			if (parse_fraction(optarg, &b->threshold) < 0)
+				return error("bad threshold '%s' (e.g. 5%%)",
+					     optarg) ? 2 : 2;
 		} else if (opt == 'j') {
 			b->json = 1;
 		} else {

@@ -73,8 +73,9 @@ int cmd_verify(int argc, char **argv)
 		if (rc == 1)
 			fprintf(stderr, "error: %s\n", verdict.buf);
 		else if (!rc)
-			printf("built %s/%s (%s) for %s: %s\n", c.name,
-			       c.p.kernel, c.label, c.p.backend, c.so);
+			printf("built %s/%s (%s) for %s: %s%s\n", c.name,
+			       c.p.kernel, c.label, c.p.backend, c.so,
+			       c.cached ? " (cached)" : "");
 		goto cleanup;
 	}
 	if ((rc = judge_start(&j, c.p.backend)))
@@ -144,17 +145,6 @@ struct bench_opts {
 	int json, all_shapes;
 };
 
-static int parse_threshold(const char *s, double *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	if (end == s || v < 0 || (*end && strcmp(end, "%")))
-		return error("bad threshold '%s' (e.g. 5%%)", s);
-	*out = *end == '%' || v >= 1 ? v / 100 : v;
-	return 0;
-}
-
 static int bench_parse(int argc, char **argv, struct bench_opts *o)
 {
 	static const struct option opts[] = {
@@ -178,8 +168,9 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		case 'd': o->dtype = optarg; break;
 		case 's': o->all_shapes = 1; break;
 		case 't':
-			if (parse_threshold(optarg, &o->threshold) < 0)
-				return 2;
+			if (parse_fraction(optarg, &o->threshold) < 0)
+				return error("bad threshold '%s' (e.g. 5%%)",
+					     optarg) ? 2 : 2;
 			break;
 		default:
 			return usage_with(usage_bench, opt == 'h') ? 2 : -1;

@@ -163,15 +163,13 @@ double config_double(const char *key, double def)
 
 double config_min_gain(void)
 {
-	char *s = config_string("autokernel.minGain", NULL), *end;
+	char *s = config_string("autokernel.minGain", NULL);
 	double v = 0.01;
 
-	if (s) {
-		v = strtod(s, &end);
-		if (end == s || v < 0)
-			v = 0.01;
-		else if (*end == '%' || v > 0.5)
-			v /= 100;
+	if (s && parse_fraction(s, &v) < 0) {
+		warning("autokernel.minGain '%s' is not a percentage; using 1%%",
+			s);
+		v = 0.01;
 	}
 	free(s);
 	return v;

@@ -245,3 +245,14 @@ int ends_with(const char *s, const char *suffix)
 
 	return a >= b && !strcmp(s + a - b, suffix);
 }
+
+int parse_fraction(const char *s, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || v < 0 || (*end && strcmp(end, "%")))
+		return -1;
+	*out = *end == '%' || v >= 1 ? v / 100 : v;
+	return 0;
+}

@@ -51,6 +51,10 @@ int write_file_atomic(const char *path, const void *data, size_t len);
 /* The first n lines of s (all of it if fewer), for compiler output. */
 void strbuf_add_head_lines(struct strbuf *sb, const char *s, int n);
 
+/* "5%", "5" or "0.05" -> 0.05: a plain number of 1 or more is taken as a
+ * percentage.  0, or -1 (no message) when s is not one. */
+int parse_fraction(const char *s, double *out);
+
 int starts_with(const char *s, const char *prefix);
 int ends_with(const char *s, const char *suffix);
 
