@@ -41,9 +41,24 @@ RUNNER_COMMON = backends/runner.c lib/strbuf.c lib/usage.c
 RUNNERS = $(B)/ak-runner-host $(if $(HAVE_CUDA),$(B)/ak-runner-cuda) \
 	$(if $(HAVE_HIP),$(B)/ak-runner-hip)
 
-all: $(B)/git-autokernel $(RUNNERS) $(UNIT_BIN)
+# The CUPTI injection library of `profile -- CMD`, where CUPTI is.
+CUPTI_INC ?= $(firstword $(wildcard $(CUDA_HOME)/extras/CUPTI/include \
+	$(CUDA_HOME)/include))
+CUPTI_LIBDIR ?= $(patsubst %/libcupti.so,%,$(firstword $(wildcard \
+	$(CUDA_HOME)/extras/CUPTI/lib64/libcupti.so $(CUDA_HOME)/lib64/libcupti.so)))
+HAVE_CUPTI := $(if $(and $(HAVE_CUDA),$(CUPTI_LIBDIR),$(wildcard $(CUPTI_INC)/cupti.h)),1)
+CUPTI_LIB = $(if $(HAVE_CUPTI),$(B)/libak-cupti.so)
+
+all: $(B)/git-autokernel $(RUNNERS) $(CUPTI_LIB) $(UNIT_BIN)
 	@$(if $(HAVE_CUDA),,echo "nvcc not found, skipping the CUDA runner")
+	@$(if $(HAVE_CUPTI),,echo "CUPTI not found, skipping libak-cupti.so (profile -- CMD)")
 	@$(if $(HAVE_HIP),,echo "hipcc not found, skipping the HIP runner")
+
+$(B)/libak-cupti.so: backends/cupti-inject.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -fPIC \
+		-shared -I$(CUDA_HOME)/include -I$(CUPTI_INC) $(LDFLAGS) -o $@ $< \
+		-L$(CUPTI_LIBDIR) -Wl,-rpath,$(CUPTI_LIBDIR) -lcupti -ldl -lpthread
 
 $(B)/%.o: %.c $(wildcard */*.h include/*.h)
 	@mkdir -p $(dir $@)
@@ -104,7 +119,7 @@ install: all
 		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/git-autokernel \
 		$(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(B)/git-autokernel $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 $(RUNNERS) $(DESTDIR)$(PREFIX)/libexec/git-autokernel/
+	install -m 755 $(RUNNERS) $(CUPTI_LIB) $(DESTDIR)$(PREFIX)/libexec/git-autokernel/
 	install -m 644 include/autokernel.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 doc/git-autokernel.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	rm -rf $(DESTDIR)$(PREFIX)/share/git-autokernel/kernels
