@@ -23,9 +23,15 @@ AK_CFLAGS += -DAK_VERSION='"$(VERSION)$(if $(GIT_REV),-$(GIT_REV))"'
 CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda) $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)))
 NVCC ?= $(if $(CUDA_HOME),$(CUDA_HOME)/bin/nvcc,nvcc)
 HAVE_CUDA := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),1)
-HIPCC ?= $(shell command -v hipcc 2>/dev/null)
-HIP_INC ?= $(firstword $(wildcard /usr/include/hip /opt/rocm/include/hip))
-HAVE_HIP := $(if $(and $(HIPCC),$(HIP_INC)),1)
+# HIP: a ROCm install under ROCM_PATH, else Debian's packages (hipcc,
+# libamdhip64-dev); headers and library from the same one.
+ROCM_PATH ?= /opt/rocm
+HIPCC ?= $(firstword $(wildcard $(ROCM_PATH)/bin/hipcc) $(shell command -v hipcc 2>/dev/null))
+HIP_INC ?= $(patsubst %/hip/hip_runtime_api.h,%,$(firstword $(wildcard \
+	$(ROCM_PATH)/include/hip/hip_runtime_api.h /usr/include/hip/hip_runtime_api.h)))
+HIP_LIB ?= $(patsubst %/libamdhip64.so,%,$(firstword $(wildcard \
+	$(ROCM_PATH)/lib/libamdhip64.so /usr/lib/*/libamdhip64.so)))
+HAVE_HIP := $(if $(and $(HIPCC),$(HIP_INC),$(HIP_LIB)),1)
 
 LIB_SRC = $(wildcard lib/*.c)
 VERIFY_SRC = $(wildcard verify/*.c)
@@ -52,7 +58,7 @@ CUPTI_LIB = $(if $(HAVE_CUPTI),$(B)/libak-cupti.so)
 all: $(B)/git-autokernel $(RUNNERS) $(CUPTI_LIB) $(UNIT_BIN)
 	@$(if $(HAVE_CUDA),,echo "nvcc not found, skipping the CUDA runner")
 	@$(if $(HAVE_CUPTI),,echo "CUPTI not found, skipping libak-cupti.so (profile -- CMD)")
-	@$(if $(HAVE_HIP),,echo "hipcc not found, skipping the HIP runner")
+	@$(if $(HAVE_HIP),,echo "hipcc or libamdhip64 not found, skipping the HIP runner")
 
 $(B)/libak-cupti.so: backends/cupti-inject.c
 	@mkdir -p $(dir $@)
@@ -85,8 +91,10 @@ $(B)/ak-runner-cuda: $(RUNNER_COMMON) backends/dev-gpu.c backends/*.h
 $(B)/ak-runner-hip: $(RUNNER_COMMON) backends/dev-gpu.c backends/*.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AK_CFLAGS) -DAK_HIP -D__HIP_PLATFORM_AMD__ \
-		-I$(dir $(HIP_INC)) $(LDFLAGS) $(RPATH) -o $@ $(RUNNER_COMMON) \
-		backends/dev-gpu.c -lamdhip64 $(AK_LIBS)
+		-I$(HIP_INC) $(LDFLAGS) $(RPATH) -o $@ $(RUNNER_COMMON) \
+		backends/dev-gpu.c -L$(HIP_LIB) \
+		$(if $(filter /usr/lib/%,$(HIP_LIB)),,-Wl,-rpath,$(HIP_LIB)) \
+		-lamdhip64 $(AK_LIBS)
 
 TESTS = $(sort $(wildcard tests/t[0-9]*.sh))
 PROVE ?= prove

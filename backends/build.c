@@ -31,16 +31,15 @@ int backend_known(const char *backend)
 
 const char *backend_compiler(const char *backend)
 {
-	static char nvcc[4096];
+	static char nvcc[4096], hipcc[4096];
 	const char *env;
+	struct stat st;
 
 	if (!strcmp(backend, "host")) {
 		env = getenv("AUTOKERNEL_CC");
 		return env && *env ? env : "cc";
 	}
 	if (!strcmp(backend, "cuda")) {
-		struct stat st;
-
 		env = getenv("AUTOKERNEL_NVCC");
 		if (env && *env)
 			return env;
@@ -50,7 +49,12 @@ const char *backend_compiler(const char *backend)
 		return stat(nvcc, &st) ? "nvcc" : nvcc;
 	}
 	env = getenv("AUTOKERNEL_HIPCC");
-	return env && *env ? env : "hipcc";
+	if (env && *env)
+		return env;
+	env = getenv("ROCM_PATH");
+	snprintf(hipcc, sizeof(hipcc), "%s/bin/hipcc",
+		 env && *env ? env : "/opt/rocm");
+	return stat(hipcc, &st) ? "hipcc" : hipcc;
 }
 
 static void compile_args(struct strvec *a, const char *backend,
@@ -74,7 +78,10 @@ static void compile_args(struct strvec *a, const char *backend,
 		else
 			strvec_pushf(a, "-arch=%s", sm);
 	} else {
-		strvec_pushl(a, "-O3", "-shared", "-fPIC", "-x", "hip", NULL);
+		/* hipcc 5.x defaults to C++11; kernels are written in the
+		 * C++17 that nvcc and newer hipcc default to. */
+		strvec_pushl(a, "-std=c++17", "-O3", "-shared", "-fPIC",
+			     "-x", "hip", NULL);
 		strvec_pushf(a, "--offload-arch=%s",
 			     arch && *arch ? arch : "gfx90a");
 	}

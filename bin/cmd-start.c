@@ -11,6 +11,7 @@
 #include "build.h"
 #include "builtin.h"
 #include "dtype.h"
+#include "judge.h"
 #include "paths.h"
 #include "problem.h"
 #include "records.h"
@@ -199,6 +200,16 @@ static void print_started(const char *branch, const char *name)
 	json_decref(note);
 }
 
+/* No device, no baseline: say so (exit 3) before a branch exists. */
+static int device_answers(const char *backend)
+{
+	struct judge j = JUDGE_INIT;
+	int ok = !judge_start(&j, backend);
+
+	judge_stop(&j);
+	return ok;
+}
+
 int cmd_start(int argc, char **argv)
 {
 	struct start_opts o = { 0 };
@@ -248,7 +259,8 @@ int cmd_start(int argc, char **argv)
 		      "--name", o.name);
 		goto cleanup;
 	}
-	if (!hooks_installed() && setup_repository(1) < 0)
+	if (!device_answers(backend) ||
+	    (!hooks_installed() && setup_repository(1) < 0))
 		goto cleanup;
 	orig = repo_current_branch();
 	if (git_cmd(NULL, 0, "checkout", "-q", "-b", branch.buf, NULL)) {

@@ -211,6 +211,7 @@ int judge_build(struct judge *j, struct candidate *c, int slot,
 	} else {
 		free(c->so);
 		c->so = strbuf_detach(&so, NULL);
+		c->cached = cached;
 	}
 	free(conf);
 	strbuf_release(&so);

@@ -31,6 +31,7 @@ struct candidate {
 	struct problem p;
 	char *tmpdir;           /* removed by candidate_release() */
 	char *so;               /* built object, after judge_build() */
+	int cached;             /* judge_build() found it already built */
 };
 #define CANDIDATE_INIT { .tmpdir = NULL, .so = NULL }
 
