@@ -53,7 +53,8 @@ test_expect_success () {
 	else
 		test_failed=$((test_failed + 1))
 		echo "not ok $test_count - $1"
-		sed -e 's/^/#   /' "$TRASH/.out" | tail -n 40
+		# on stderr, which prove shows even without -v
+		sed -e 's/^/#   /' "$TRASH/.out" | tail -n 40 >&2
 	fi
 }
 
@@ -66,7 +67,7 @@ test_setup () {
 	else
 		test_failed=$((test_failed + 1))
 		echo "not ok $test_count - $1"
-		sed -e 's/^/#   /' "$TRASH/.out" | tail -n 40
+		sed -e 's/^/#   /' "$TRASH/.out" | tail -n 40 >&2
 	fi
 }
 

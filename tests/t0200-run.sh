@@ -33,9 +33,11 @@ test_expect_success 'the tuner tries every configuration once, then stops' '
 '
 
 test_expect_success 'a second run finds nothing left and repeats nothing' '
-	cd repo && git autokernel run --max-experiments 3 >../out 2>../err &&
+	cd repo && git autokernel log --attempts --json >../before.json &&
+	git autokernel run --max-experiments 3 >../out 2>../err &&
 	grep "agent done" ../err &&
-	test $(git for-each-ref refs/autokernel/attempts | wc -l) = 4
+	git autokernel log --attempts --json >../after.json &&
+	cmp ../before.json ../after.json
 '
 
 test_setup 'a fresh branch' '
@@ -97,8 +99,8 @@ test_expect_success 'an exec agent edits, and its hypothesis is the message' '
 		-- "$TRASH/edit.sh" >../out 2>../err &&
 	grep "softmax" ../prompt.txt && grep "History" ../prompt.txt &&
 	grep -i "tolerance" ../prompt.txt &&
-	git log -1 --format=%s refs/autokernel/attempts/ex/1 >../subj &&
-	grep "a comment changes nothing" ../subj &&
+	git autokernel log --attempts >../log &&
+	grep "a comment changes nothing" ../log &&
 	test -z "$(git status --porcelain --untracked-files=no)"
 '
 
@@ -106,7 +108,9 @@ test_expect_success 'an exec agent that fails is a rejected experiment' '
 	cd repo && git autokernel run --agent exec --max-experiments 2 \
 		-- "$TRASH/fail.sh" >../out 2>../err &&
 	grep "rejected (agent)" ../err &&
-	git notes --ref=autokernel show refs/autokernel/attempts/ex/2 >../n &&
+	last=$(git for-each-ref --format="%(refname)" refs/autokernel/attempts/ex |
+		sort -t/ -k5 -n | tail -1) &&
+	git notes --ref=autokernel show $last >../n &&
 	grep "exited with 3" ../n && grep "the agent gave up" ../n &&
 	test -z "$(git status --porcelain --untracked-files=no)"
 '
