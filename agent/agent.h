@@ -69,6 +69,8 @@ void agent_free(struct agent *a);
 void prompt_build(struct strbuf *out, const struct agent_context *ctx,
 		  int with_kernel);
 int prompt_write(const struct agent_context *ctx);
+/* The info string of a fenced block for a kernel file: cuda, c, cpp. */
+const char *fence_lang(const char *path);
 
 struct agent *agent_tune_new(void);
 struct agent *agent_exec_new(void);

@@ -145,15 +145,6 @@ static int llm_init(struct agent *a, int argc, char **argv)
 	return 0;
 }
 
-static const char *fence_lang(const char *path)
-{
-	if (ends_with(path, ".cu") || ends_with(path, ".cuh"))
-		return "cuda";
-	if (ends_with(path, ".c") || ends_with(path, ".h"))
-		return "c";
-	return "cpp";
-}
-
 static void system_prompt(struct strbuf *sb, const struct agent_context *ctx)
 {
 	const char *lang = fence_lang(ctx->kernel_rel);

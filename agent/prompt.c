@@ -19,7 +19,7 @@
 #define VERDICT_LINES 80
 #define DIFF_LINES 200
 
-static const char *fence_lang(const char *path)
+const char *fence_lang(const char *path)
 {
 	if (ends_with(path, ".cu") || ends_with(path, ".cuh"))
 		return "cuda";
