@@ -214,14 +214,15 @@ static int hook_commit_msg(const char *file)
 		return r > 0 ? 0 : 1;
 	}
 	if (!(res = pending_load(s.key.buf))) {
-		ret = error("no verification result for the staged tree (was "
-			    "the pre-commit hook skipped? 'git commit "
-			    "--no-verify' skips both)");
+		error("no verification result for the staged tree (was the "
+		      "pre-commit hook skipped? 'git commit --no-verify' skips "
+		      "both)");
 		ret = 1;
 		goto cleanup;
 	}
 	if (strbuf_read_file(&msg, file) < 0) {
-		ret = error_errno("unable to read '%s'", file) ? 1 : 1;
+		error_errno("unable to read '%s'", file);
+		ret = 1;
 		goto cleanup;
 	}
 	message_cleanup(&msg);

@@ -162,63 +162,74 @@ static void untracked(struct strbuf *out)
 	git_cmd(out, 1, "ls-files", "--others", "--exclude-standard", NULL);
 }
 
-/* Back to HEAD: the index, the kernel, other tracked files the agent
- * changed, and the untracked files it created. */
-static void restore_tree(const char *kernel, const char *before_untracked)
+/* Untracked paths that are not in before (a "\n"-framed list), one per
+ * line: what the agent created. */
+static void new_untracked(struct strbuf *out, const char *before)
 {
-	struct strbuf now = STRBUF_INIT;
+	struct strbuf now = STRBUF_INIT, line = STRBUF_INIT;
+	const char *p;
+
+	untracked(&now);
+	for (p = now.buf; *p;) {
+		const char *eol = strchrnul(p, '\n');
+
+		strbuf_reset(&line);
+		strbuf_addch(&line, '\n');
+		strbuf_add(&line, p, eol - p);
+		strbuf_addch(&line, '\n');
+		if (eol > p && !strstr(before, line.buf))
+			strbuf_add(out, line.buf + 1, line.len - 1);
+		p = *eol ? eol + 1 : eol;
+	}
+	strbuf_release(&now);
+	strbuf_release(&line);
+}
+
+/* Back to HEAD: the index, the tracked files the agent changed (the
+ * kernel among them), and the untracked files it created. */
+static void restore_tree(const char *before_untracked)
+{
+	struct strbuf created = STRBUF_INIT, abs = STRBUF_INIT;
 	const char *p;
 
 	git_cmd(NULL, 1, "reset", "-q", NULL);
 	git_cmd(NULL, 1, "checkout", "-q", "HEAD", "--", ".", NULL);
-	(void)kernel;
-	untracked(&now);
-	for (p = now.buf; *p;) {
+	new_untracked(&created, before_untracked);
+	for (p = created.buf; *p;) {
 		const char *eol = strchrnul(p, '\n');
-		char *path = xstrndup(p, eol - p);
-		struct strbuf line = STRBUF_INIT;
 
-		strbuf_addf(&line, "\n%s\n", path);
-		if (!strstr(before_untracked, line.buf)) {
-			struct strbuf abs = STRBUF_INIT;
-
-			strbuf_addf(&abs, "%s%s", repo_workdir(), path);
-			remove_tree(abs.buf);
-			strbuf_release(&abs);
-		}
-		strbuf_release(&line);
-		free(path);
+		strbuf_reset(&abs);
+		strbuf_addstr(&abs, repo_workdir());
+		strbuf_add(&abs, p, eol - p);
+		remove_tree(abs.buf);
 		p = *eol ? eol + 1 : eol;
 	}
-	strbuf_release(&now);
+	strbuf_release(&created);
+	strbuf_release(&abs);
 }
 
 /* Paths the agent changed besides the kernel: tracked changes and new
- * untracked files, one per line. */
+ * untracked files, comma-separated into bad. */
 static void out_of_scope(struct strbuf *bad, const char *kernel,
 			 const char *before_untracked)
 {
-	struct strbuf st = STRBUF_INIT, now = STRBUF_INIT;
+	struct strbuf paths = STRBUF_INIT;
 	const char *p;
 
-	git_cmd(&st, 1, "diff", "--name-only", "HEAD", NULL);
-	untracked(&now);
-	strbuf_addbuf(&st, &now);
-	for (p = st.buf; *p;) {
+	git_cmd(&paths, 1, "diff", "--name-only", "HEAD", NULL);
+	new_untracked(&paths, before_untracked);
+	for (p = paths.buf; *p;) {
 		const char *eol = strchrnul(p, '\n');
-		char *path = xstrndup(p, eol - p);
-		struct strbuf line = STRBUF_INIT;
+		size_t len = eol - p;
 
-		strbuf_addf(&line, "\n%s\n", path);
-		if (*path && strcmp(path, kernel) &&
-		    !strstr(before_untracked, line.buf))
-			strbuf_addf(bad, "%s%s", bad->len ? ", " : "", path);
-		strbuf_release(&line);
-		free(path);
+		if (len && !(len == strlen(kernel) && !strncmp(p, kernel, len))) {
+			if (bad->len)
+				strbuf_addstr(bad, ", ");
+			strbuf_add(bad, p, len);
+		}
 		p = *eol ? eol + 1 : eol;
 	}
-	strbuf_release(&st);
-	strbuf_release(&now);
+	strbuf_release(&paths);
 }
 
 static int kernel_changed(const char *kernel)
@@ -405,21 +416,21 @@ static enum step experiment(struct run_state *st, const char *name,
 	untracked(&before);
 	rc = st->agent->propose(st->agent, &ctx, &pr);
 	if (run_interrupted) {
-		restore_tree(krel.buf, before.buf);
+		restore_tree(before.buf);
 		step = STEP_STOP;
 		goto cleanup;
 	}
 	if (rc == -1) {
 		error("the %s agent stopped the run: %s", st->agent->name,
 		      pr.failure.buf);
-		restore_tree(krel.buf, before.buf);
+		restore_tree(before.buf);
 		step = STEP_FATAL;
 		goto cleanup;
 	}
 	if (rc == 2) {
 		strbuf_addf(&outcome, "agent done: %s", pr.failure.buf);
 		step = STEP_OP_DONE;
-		restore_tree(krel.buf, before.buf);
+		restore_tree(before.buf);
 		goto report;
 	}
 	out_of_scope(&bad, krel.buf, before.buf);
@@ -436,7 +447,7 @@ static enum step experiment(struct run_state *st, const char *name,
 		 * shows the failed reply, and the numbering moves on. */
 		save_unjudged(name, pr.hypothesis.len ? pr.hypothesis.buf :
 			      "(no hypothesis)", reason, why.buf);
-		restore_tree(krel.buf, before.buf);
+		restore_tree(before.buf);
 		strbuf_addf(&outcome, "#%d rejected (%s): %.100s", ctx.experiment,
 			    reason, why.buf);
 		(*rejected_in_row)++;
@@ -451,7 +462,7 @@ static enum step experiment(struct run_state *st, const char *name,
 	}
 	rc = commit_candidate(name, krel.buf, &pr, st->agent->name);
 	if (rc < 0) {
-		restore_tree(krel.buf, before.buf);
+		restore_tree(before.buf);
 		if (run_interrupted) {
 			step = STEP_STOP;
 			goto cleanup;
@@ -461,7 +472,7 @@ static enum step experiment(struct run_state *st, const char *name,
 		step = STEP_FATAL;
 		goto cleanup;
 	}
-	restore_tree(krel.buf, before.buf);
+	restore_tree(before.buf);
 	history_release(&h);
 	history_load(&h, name, 1);
 	note = h.nr ? h.e[h.nr - 1].note : NULL;

@@ -77,7 +77,7 @@ int candidate_load(struct candidate *c, const char *spec, const char *name)
 	char *branch = NULL;
 
 	if (spec && strcmp(spec, "--index") && is_dir_with_problem(spec)) {
-		const char *base = strrchr(spec, '/');
+		const char *base;
 
 		if (!realpath(spec, c->dir))
 			return error_errno("cannot resolve '%s'", spec), 3;

@@ -235,12 +235,13 @@ static void element_name(const struct problem *p,
  * constant where the reference varies.
  */
 static int compare(const struct problem *p, const struct shape *s,
-		   enum ak_dtype dt, const struct layout *l, uint64_t seed,
-		   json_t *cj, struct strbuf *why)
+		   const struct layout *l, uint64_t seed, json_t *cj,
+		   struct strbuf *why)
 {
 	const struct op *op = p->op;
 	int64_t n, *rows = pick_rows(op, s, seed, &n), len = op->row_len(s);
 	struct row_check *rc = xcalloc((size_t)n, sizeof(*rc));
+	enum ak_dtype dt = l->in[0].dtype;
 	const struct tolerance *tol = &p->tol[dt <= AK_F32 ? dt : AK_F32];
 	struct row_check w = { 0 };
 	int64_t bad = 0, unwritten = 0, nans = 0;
@@ -293,7 +294,6 @@ static int compare(const struct problem *p, const struct shape *s,
 			    "ranges over [%.6g, %.6g]", lo, rlo, rhi);
 		fail = 1;
 	}
-	(void)dt;
 	free(rows);
 	free(rc);
 	return fail;
@@ -369,7 +369,7 @@ static int run_case(struct ctx *x, int stage, int idx, const struct shape *s,
 		if (fail)
 			break;
 		if (rep == 0) {
-			fail = compare(p, s, dt, &l, seed, cj, x->why);
+			fail = compare(p, s, &l, seed, cj, x->why);
 			first = xmalloc(out_bytes ? out_bytes : 1);
 			memcpy(first, l.out[0].data, out_bytes);
 		} else if (memcmp(first, l.out[0].data, out_bytes)) {
@@ -545,13 +545,11 @@ static double floor_us(const struct problem *p, const struct shape *s,
 	return copy_us;
 }
 
-static int bench_check_outputs(struct runner *r, const struct problem *p,
-			       enum ak_dtype dt, struct layout *l, int n,
-			       json_t *kernels, struct strbuf *verdict)
+static int bench_check_outputs(const struct problem *p, struct layout *l,
+			       int n, json_t *kernels, struct strbuf *verdict)
 {
 	size_t out_bytes = tensor_bytes(&l->out[0]);
 
-	(void)r;
 	for (int i = 0; i < n; i++) {
 		struct layout li = *l;
 		json_t *cj = json_object();
@@ -559,7 +557,7 @@ static int bench_check_outputs(struct runner *r, const struct problem *p,
 		int fail;
 
 		li.out[0].data = (unsigned char *)l->out[0].data + out_bytes * i;
-		fail = compare(p, &p->bench, dt, &li, p->seed, cj, &why);
+		fail = compare(p, &p->bench, &li, p->seed, cj, &why);
 		json_object_set_new(json_array_get(kernels, i), "output_check", cj);
 		if (fail) {
 			strbuf_addf(verdict, "kernel %d: wrong output of a timed "
@@ -649,7 +647,7 @@ int bench_slots(struct runner *r, const struct problem *p, enum ak_dtype dt,
 			    "bytes", p->op->bytes(&p->bench, dt));
 	json_object_set_new(*result, "flops", json_real(p->op->flops(&p->bench)));
 	json_decref(res);
-	ret = bench_check_outputs(r, p, dt, &l, n, kernels, verdict);
+	ret = bench_check_outputs(p, &l, n, kernels, verdict);
 	for (int i = 0; !ret && i < n; i++) {
 		double med = json_number_value(json_object_get(
 			json_array_get(kernels, i), "median_us"));
