@@ -67,7 +67,12 @@ static void short_id(struct candidate *c, const char *rev)
 		const git_oid *id = git_object_id(obj);
 
 		git_oid_tostr(c->commit, sizeof(c->commit), id);
-		snprintf(c->label, sizeof(c->label), "%s (%.7s)", rev, c->commit);
+		/* a hash names itself: "3f2a9c1", not "3f2a9c1... (3f2a9c1)" */
+		if (strlen(rev) >= 7 && !strncmp(rev, c->commit, strlen(rev)))
+			snprintf(c->label, sizeof(c->label), "%.7s", c->commit);
+		else
+			snprintf(c->label, sizeof(c->label), "%s (%.7s)",
+				 rev, c->commit);
 	}
 	git_object_free(obj);
 }

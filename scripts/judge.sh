@@ -1,0 +1,116 @@
+#!/bin/sh
+# judge.sh: judge kernel candidates for one op through the tool's own loop,
+# in a scratch repository, and keep what it says.
+#
+#   scripts/judge.sh [-b BACKEND] [-t N] [-f FIRST] [-o OUTDIR] [-r REPO] \
+#           <op> [FILE[=MESSAGE] ...]
+#
+# Starts <op> on BACKEND (cuda) from the tool's starter (or from FIRST),
+# commits each FILE over <op>/kernel.* in turn (the pre-commit hook builds,
+# verifies and benchmarks it against the best so far; a slower or failing
+# one is reset and kept as an attempt ref), then lets the tuner run N
+# experiments on what was kept.  Writes to OUTDIR (default ./judge-<op>):
+#   report.md, report.svg   git autokernel report of the branch
+#   log.txt                 git autokernel log --attempts, and each commit's
+#                           hook output
+#   best.<ext>              the kept kernel at the branch's tip
+#   bench.txt               the tip against the baseline at every test
+#                           shape (f16) and at the bench shape in bf16
+# With -r, the scratch repository is REPO (made if missing, kept after):
+# judging several ops in one repository measures the device's ceilings
+# once.  Needs git-autokernel on PATH and a device for BACKEND.
+set -u
+
+backend=cuda tune=0 first= out= repo=
+while getopts b:t:f:o:r: opt; do
+	case $opt in
+	b) backend=$OPTARG ;;
+	t) tune=$OPTARG ;;
+	f) first=$OPTARG ;;
+	o) out=$OPTARG ;;
+	r) repo=$OPTARG ;;
+	*) echo "usage: $0 [-b BACKEND] [-t N] [-f FIRST] [-o OUTDIR] [-r REPO] <op> [FILE[=MSG]...]" >&2
+	   exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+test $# -ge 1 || { echo "$0: which op?" >&2; exit 2; }
+op=$1
+shift
+out=${out:-judge-$op}
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1
+
+abspath () { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+
+W=$(mktemp -d "${TMPDIR:-/tmp}/ak-judge-$op.XXXXXX") || exit 1
+trap 'rm -rf "$W"' EXIT
+test -n "$repo" || repo=$W/repo
+if ! test -d "$repo/.git"; then
+	git init -q -b main "$repo" &&
+	git -C "$repo" -c user.name=judge -c user.email=judge@localhost \
+		commit -q --allow-empty -m "scratch repository" || exit 1
+fi
+repo=$(cd "$repo" && pwd) || exit 1
+export GIT_AUTHOR_NAME=${GIT_AUTHOR_NAME:-judge}
+export GIT_AUTHOR_EMAIL=${GIT_AUTHOR_EMAIL:-judge@localhost}
+export GIT_COMMITTER_NAME=$GIT_AUTHOR_NAME GIT_COMMITTER_EMAIL=$GIT_AUTHOR_EMAIL
+
+log=$out/log.txt
+: >"$log"
+say () { echo "$*" | tee -a "$log"; }
+
+from=
+test -n "$first" && from="--from $(abspath "$first")"
+# FILE=MESSAGE pairs, paths made absolute before the cd below
+list=$W/candidates
+: >"$list"
+for c in "$@"; do
+	f=${c%%=*}
+	test -f "$f" || { echo "$0: no such file: $f" >&2; exit 2; }
+	case $c in
+	*=*) msg=${c#*=} ;;
+	*) msg="candidate $(basename "$f")" ;;
+	esac
+	printf '%s\t%s\n' "$(abspath "$f")" "$msg" >>"$list"
+done
+
+cd "$repo" && git checkout -q main || exit 1
+say "== start $op --backend $backend $from"
+# shellcheck disable=SC2086
+if ! git autokernel start "$op" --backend "$backend" $from >>"$log" 2>&1; then
+	say "start failed; see $log"
+	exit 1
+fi
+kernel=$(git ls-files "$op" | grep '/kernel\.' | head -1)
+base=$(git rev-parse HEAD)
+
+tab=$(printf '\t')
+while IFS=$tab read -r f msg; do
+	cp "$f" "$kernel" || exit 1
+	say "== commit $(basename "$f"): $msg"
+	git commit -q -a -m "$msg" </dev/null >>"$log" 2>&1
+	say "   hook exit $? ($(git log -1 --format=%s))"
+	git checkout -q -- . 2>/dev/null
+done <"$list"
+
+if test "$tune" -gt 0; then
+	say "== run --agent tune --max-experiments $tune"
+	git autokernel run --agent tune --max-experiments "$tune" >>"$log" 2>&1
+	say "   run exit $?"
+fi
+
+{
+	echo "== log --attempts"
+	git autokernel log --attempts
+} >>"$log" 2>&1
+git autokernel report -o "$out/report.md" >>"$log" 2>&1 ||
+	say "report failed"
+cp "$kernel" "$out/best.${kernel##*.}"
+{
+	echo "== tip $(git rev-parse --short HEAD) against the baseline $(git rev-parse --short "$base"), every test shape, f16"
+	git autokernel bench --all-shapes --against "$base" 2>&1
+	echo "== the same at the bench shape, bf16"
+	git autokernel bench --dtype bf16 --against "$base" 2>&1
+} >"$out/bench.txt"
+git autokernel log | tee -a "$log"
+git checkout -q main
