@@ -162,7 +162,9 @@ int build_kernel(struct strbuf *so, struct strbuf *log, struct strbuf *status,
 		goto cleanup;
 	}
 	if (hash_key(hex, &c.args, ver, src, inc.buf) < 0) {
-		ret = -2;
+		/* a missing kernel file, not a missing toolchain */
+		strbuf_addstr(status, "unable to read the kernel");
+		ret = -1;
 		goto cleanup;
 	}
 	strbuf_addf(&dir, "%s/build", ak_cachedir());

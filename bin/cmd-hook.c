@@ -148,8 +148,11 @@ static void reset_kernel(json_t *res)
 		    reset_index_entry(index, kernel) < 0)
 			warning("unable to reset '%s' in the index: %s", kernel,
 				repo_error());
-	} else if (git_repository_index(&index, repo_need()) == 0 &&
-		   git_index_read(index, 1) == 0) {
+	} else if (strbuf_reset(&path), strbuf_addf(&path, "%sindex",
+						     repo_gitdir()),
+		   git_index_open(&index, path.buf) == 0) {
+		/* the real index, not the locked copy the repository was
+		 * handed by repo_hook_index(): git rolls back only the copy */
 		const git_index_entry *e = git_index_get_bypath(index, kernel, 0);
 		struct strbuf head = STRBUF_INIT;
 		git_oid id;

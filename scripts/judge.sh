@@ -89,8 +89,10 @@ while IFS=$tab read -r f msg; do
 	cp "$f" "$kernel" || exit 1
 	say "== commit $(basename "$f"): $msg"
 	git commit -q -a -m "$msg" </dev/null >>"$log" 2>&1
-	say "   hook exit $? ($(git log -1 --format=%s))"
-	git checkout -q -- . 2>/dev/null
+	say "   hook exit $? (tip: $(git log -1 --format=%s))"
+	# a rejected candidate stays staged (git rolls back only the
+	# locked index of commit -a); start the next one from the tip
+	git reset -q --hard
 done <"$list"
 
 if test "$tune" -gt 0; then
@@ -105,7 +107,7 @@ fi
 } >>"$log" 2>&1
 git autokernel report -o "$out/report.md" >>"$log" 2>&1 ||
 	say "report failed"
-cp "$kernel" "$out/best.${kernel##*.}"
+git show "HEAD:$kernel" >"$out/best.${kernel##*.}"
 {
 	echo "== tip $(git rev-parse --short HEAD) against the baseline $(git rev-parse --short "$base"), every test shape, f16"
 	git autokernel bench --all-shapes --against "$base" 2>&1

@@ -688,6 +688,11 @@ int bench_keep(json_t *bench, double min_gain, struct strbuf *why)
 		strbuf_addstr(why, "no timing");
 		return 0;
 	}
+	if (ta - tb > noise) {
+		strbuf_addf(why, "slower: %.2f us vs %.2f us (%+.1f%%, noise "
+			    "%.2f us)", ta, tb, -gain * 100, noise);
+		return 0;
+	}
 	if (tb - ta <= noise) {
 		strbuf_addf(why, "not faster: %.2f us vs %.2f us (%+.1f%%), "
 			    "within the noise (%.2f us)", ta, tb, -gain * 100,

@@ -22,10 +22,19 @@ test_expect_success 'a slower candidate is rejected and saved' '
 	git diff --quiet HEAD -- softmax/kernel.cu
 '
 
-test_expect_success 'the tuner runs on cuda' '
-	git autokernel run --max-experiments 3 >log.out 2>&1;
-	git autokernel log --attempts >log &&
-	grep -c "" log
+test_expect_success 'commit -a judges the work tree (git hands the hook a locked index)' '
+	sed -i "s|^#define THREADS 256 |#define THREADS 128 |" softmax/kernel.cu &&
+	git commit -q -a -m "128 threads a row" >out 2>&1;
+	cat out &&
+	grep "judging softmax/kernel.cu" out &&
+	! grep "does not change" out
+'
+
+test_expect_success 'the tuner runs three experiments on cuda' '
+	git reset -q --hard &&
+	git autokernel run --agent tune --max-experiments 3 >log.out 2>&1 &&
+	git autokernel log --attempts --json >log.json &&
+	python3 -c "import json,sys; n=len(json.load(open(\"log.json\"))); print(n); sys.exit(n < 5)"
 '
 
 test_done

@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 #include "autokernel.h"
 
+#define THREADS 256 /* autokernel: tune 64,128,256,512 */
+
 __global__ void softmax_rows(const float *x, float *y, long rows, long cols)
 {
 	__shared__ float red[32];
@@ -45,6 +47,6 @@ extern "C" int ak_kernel(const struct ak_args *a)
 	cudaStream_t stream = (cudaStream_t)a->stream;
 
 	/* HOST_BREAK */
-	softmax_rows<<<rows, 256, 0, stream>>>(x, y, rows, cols);
+	softmax_rows<<<rows, THREADS, 0, stream>>>(x, y, rows, cols);
 	return cudaGetLastError() != cudaSuccess;
 }
