@@ -18,9 +18,12 @@ esac
 SRC_DIR=$(cd "$TEST_DIR/.." && pwd)
 AK_BUILD=${AK_BUILD:-$SRC_DIR/build}
 if test -n "${AK_INSTALLED:-}"; then
-	: # test the git-autokernel on PATH, as installed
+	# test the git-autokernel on PATH, as installed: its runners and
+	# libraries are in ../libexec/git-autokernel beside it
+	AK_LIBEXEC=$(dirname "$(command -v git-autokernel)")/../libexec/git-autokernel
 else
 	PATH="$AK_BUILD:$PATH"
+	AK_LIBEXEC=$AK_BUILD
 fi
 export PATH
 

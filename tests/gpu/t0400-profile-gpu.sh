@@ -7,8 +7,8 @@
 fx="$TEST_DIR/fixtures"
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 
-if ! test -f "$AK_BUILD/libak-cupti.so"; then
-	test_skip 'profile -- CMD on a GPU' "no $AK_BUILD/libak-cupti.so (CUPTI)"
+if ! test -f "$AK_LIBEXEC/libak-cupti.so"; then
+	test_skip 'profile -- CMD on a GPU' "no $AK_LIBEXEC/libak-cupti.so (CUPTI)"
 	test_done
 fi
 
