@@ -10,6 +10,7 @@
  * inside the measurement.  A device-wide synchronize follows every call.
  */
 #include <dlfcn.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include "dev.h"
@@ -89,14 +90,16 @@ static void add_driver(json_t *info)
 
 	if (!f)
 		return;
+	/* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04 ..." or
+	 * "... UNIX Open Kernel Module for x86_64  580.159.04 ...": the first
+	 * word after "Kernel Module" made of digits and dots */
 	p = fgets(line, sizeof(line), f) ? strstr(line, "Kernel Module") : NULL;
-	if (p) {
-		char ver[64] = "";
-
-		sscanf(p + strlen("Kernel Module"), " %63s", ver);
-		if (*ver)
-			json_object_set_new(info, "driver", json_string(ver));
-	}
+	for (p = p ? strtok(p + strlen("Kernel Module"), " \t\n") : NULL; p;
+	     p = strtok(NULL, " \t\n"))
+		if (isdigit((unsigned char)*p) && strspn(p, "0123456789.") == strlen(p)) {
+			json_object_set_new(info, "driver", json_string(p));
+			break;
+		}
 	fclose(f);
 }
 #endif

@@ -103,8 +103,8 @@ static void headline(struct strbuf *sb, const struct report *r, json_t *note)
 		add_pct(sb, r->floor_us / r->best_us);
 		strbuf_addstr(sb, " of the floor");
 	}
-	strbuf_addf(sb, ".  %zu experiments: %d kept, %d rejected",
-		    r->h.nr - 1, r->kept, r->rejected);
+	strbuf_addf(sb, ".  %zu experiment%s: %d kept, %d rejected",
+		    r->h.nr - 1, r->h.nr == 2 ? "" : "s", r->kept, r->rejected);
 	if (r->unverified)
 		strbuf_addf(sb, ", %d unverified (committed with "
 			    "--no-verify)", r->unverified);

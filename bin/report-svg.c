@@ -329,8 +329,9 @@ static void titles(struct strbuf *sb, const struct report *r)
 		    "baseline %s us, best %s us", L, a, b);
 	if (r->best && report_speedup(r, r->best) > 0)
 		strbuf_addf(sb, " (%.2fx)", report_speedup(r, r->best));
-	strbuf_addf(sb, ", floor %s us; %zu experiments: %d kept, %d "
-		    "rejected</text>\n", f, r->h.nr - 1, r->kept, r->rejected);
+	strbuf_addf(sb, ", floor %s us; %zu experiment%s: %d kept, %d "
+		    "rejected</text>\n", f, r->h.nr - 1, r->h.nr == 2 ? "" : "s",
+		    r->kept, r->rejected);
 }
 
 void report_svg(struct strbuf *sb, const struct report *r)
