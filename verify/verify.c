@@ -545,6 +545,26 @@ static double floor_us(const struct problem *p, const struct shape *s,
 	return copy_us;
 }
 
+/*
+ * Under what time a measurement is impossible.  A matrix floor is the
+ * flops at the device's measured rate: 80% of it.  A copy floor is the
+ * time of a same-size copy, which at small sizes is mostly ramp: a
+ * kernel that only reads (reduce) ramps faster and may beat it, so the
+ * bound is the op's bytes at the device's large-copy bandwidth (80% of
+ * that time), or half the same-size copy, whichever is larger.
+ */
+static double impossible_under(const struct problem *p, enum ak_dtype dt,
+			       double fl, const char *kind, json_t *ceilings)
+{
+	double gbps = json_number_value(json_object_get(ceilings, "copy_gbps"));
+	double bw;
+
+	if (!strcmp(kind, "matrix") || gbps <= 0)
+		return 0.8 * fl;
+	bw = 0.8 * p->op->bytes(&p->bench, dt) / (gbps * 1e3);
+	return bw > 0.5 * fl ? bw : 0.5 * fl;
+}
+
 static int bench_check_outputs(const struct problem *p, struct layout *l,
 			       int n, json_t *kernels, struct strbuf *verdict)
 {
@@ -577,7 +597,7 @@ int bench_slots(struct runner *r, const struct problem *p, enum ak_dtype dt,
 	struct layout l;
 	json_t *req, *res, *outs = json_array(), *js = json_array(), *times;
 	json_t *kernels = json_array(), *copy;
-	double copy_med, fl, budget = 1500;
+	double copy_med, fl, lim, budget = 1500;
 	const char *kind, *env = getenv("AUTOKERNEL_BENCH_MS");
 	char shape[128];
 	size_t out_bytes;
@@ -648,16 +668,19 @@ int bench_slots(struct runner *r, const struct problem *p, enum ak_dtype dt,
 	json_object_set_new(*result, "flops", json_real(p->op->flops(&p->bench)));
 	json_decref(res);
 	ret = bench_check_outputs(p, &l, n, kernels, verdict);
+	lim = impossible_under(p, dt, fl, kind, ceilings);
 	for (int i = 0; !ret && i < n; i++) {
 		double med = json_number_value(json_object_get(
 			json_array_get(kernels, i), "median_us"));
 
 		/* The host's floor is one core's copy (dev-host.c), which a
 		 * parallel kernel may beat: the check is for GPU timings. */
-		if (med < 0.8 * fl && strcmp(p->backend, "host")) {
-			strbuf_addf(verdict, "kernel %d: %.2f us is under 80%% "
-				    "of the floor (%.2f us): impossible, so the "
-				    "timing cannot be trusted", i, med, fl);
+		if (med < lim && strcmp(p->backend, "host")) {
+			strbuf_addf(verdict, "kernel %d: %.2f us is under %.2f us, "
+				    "faster than the device can move its bytes "
+				    "or do its flops (floor %.2f us): impossible, "
+				    "so the timing cannot be trusted", i, med, lim,
+				    fl);
 			ret = 1;
 		}
 	}
