@@ -2,14 +2,14 @@
 # judge.sh: judge kernel candidates for one op through the tool's own loop,
 # in a scratch repository, and keep what it says.
 #
-#   scripts/judge.sh [-b BACKEND] [-t N] [-f FIRST] [-o OUTDIR] [-r REPO] \
+#   scripts/judge.sh [-b BACKEND] [-t N] [-T DURATION] [-f FIRST] [-o OUTDIR] [-r REPO] \
 #           <op> [FILE[=MESSAGE] ...]
 #
 # Starts <op> on BACKEND (cuda) from the tool's starter (or from FIRST),
 # commits each FILE over <op>/kernel.* in turn (the pre-commit hook builds,
 # verifies and benchmarks it against the best so far; a slower or failing
 # one is reset and kept as an attempt ref), then lets the tuner run N
-# experiments on what was kept.  Writes to OUTDIR (default ./judge-<op>):
+# experiments on what was kept (or as many as fit in DURATION: 90s, 2m).  Writes to OUTDIR (default ./judge-<op>):
 #   report.md, report.svg   git autokernel report of the branch
 #   log.txt                 git autokernel log --attempts, and each commit's
 #                           hook output
@@ -21,15 +21,16 @@
 # once.  Needs git-autokernel on PATH and a device for BACKEND.
 set -u
 
-backend=cuda tune=0 first= out= repo=
-while getopts b:t:f:o:r: opt; do
+backend=cuda tune=0 budget= first= out= repo=
+while getopts b:t:T:f:o:r: opt; do
 	case $opt in
 	b) backend=$OPTARG ;;
 	t) tune=$OPTARG ;;
+	T) budget=$OPTARG ;;
 	f) first=$OPTARG ;;
 	o) out=$OPTARG ;;
 	r) repo=$OPTARG ;;
-	*) echo "usage: $0 [-b BACKEND] [-t N] [-f FIRST] [-o OUTDIR] [-r REPO] <op> [FILE[=MSG]...]" >&2
+	*) echo "usage: $0 [-b BACKEND] [-t N] [-T DURATION] [-f FIRST] [-o OUTDIR] [-r REPO] <op> [FILE[=MSG]...]" >&2
 	   exit 2 ;;
 	esac
 done
@@ -95,9 +96,13 @@ while IFS=$tab read -r f msg; do
 	git reset -q --hard
 done <"$list"
 
-if test "$tune" -gt 0; then
-	say "== run --agent tune --max-experiments $tune"
-	git autokernel run --agent tune --max-experiments "$tune" >>"$log" 2>&1
+if test "$tune" -gt 0 || test -n "$budget"; then
+	limits=
+	test "$tune" -gt 0 && limits="--max-experiments $tune"
+	test -n "$budget" && limits="$limits --budget $budget"
+	say "== run --agent tune $limits"
+	# shellcheck disable=SC2086
+	git autokernel run --agent tune $limits </dev/null >>"$log" 2>&1
 	say "   run exit $?"
 fi
 
@@ -110,9 +115,9 @@ git autokernel report -o "$out/report.md" >>"$log" 2>&1 ||
 git show "HEAD:$kernel" >"$out/best.${kernel##*.}"
 {
 	echo "== tip $(git rev-parse --short HEAD) against the baseline $(git rev-parse --short "$base"), every test shape, f16"
-	git autokernel bench --all-shapes --against "$base" 2>&1
+	git autokernel bench HEAD --all-shapes --against "$base" 2>&1
 	echo "== the same at the bench shape, bf16"
-	git autokernel bench --dtype bf16 --against "$base" 2>&1
+	git autokernel bench HEAD --dtype bf16 --against "$base" 2>&1
 } >"$out/bench.txt"
 git autokernel log | tee -a "$log"
 git checkout -q main

@@ -2,20 +2,26 @@
  * flash_attention: o = softmax(scale q k^T, causal) v per (batch, head),
  * q, k, v, o all [B,H,S,D], f32 softmax and accumulation.
  *
- * f16/bf16 with D in {16,32,64,128}: FlashAttention-2 on tensor cores.  A
- * block of WARPS warps owns 16*WARPS query rows of one (b,h), 16 per warp;
- * it walks the key tiles of BKV keys up to the diagonal.  K and V tiles are
- * double-buffered in shared memory by cp.async, so the next tile loads while
- * the current one is used.  Per tile each warp computes S = Q K^T with
- * mma.sync m16n8k16 fed by ldmatrix (Q fragments stay in registers; V is
- * read with ldmatrix.trans), masks, updates its
- * running row max and sum (online softmax, exp2 with the scale folded in),
- * rescales its O accumulators and adds P V, with P passed from the S
- * accumulators to the A operand in registers (the m16n8 C layout is the
- * m16k16 A layout), rounded once to the input dtype.  S never touches
- * memory; q, k, v are read once per query block, o written once.  Blocks
- * are ordered longest-first for causal load balance.
+ * f16/bf16, D in {64,128}, on Hopper (sm_90a): FlashAttention with wgmma.
+ * A block of NWG warpgroups (128 threads each) owns 64*NWG query rows of one
+ * (b,h), 64 per warpgroup, and walks the key tiles of BKV keys up to the
+ * diagonal.  Q, K and V tiles are copied by cp.async straight into the
+ * 128-byte-swizzled layout that wgmma reads through shared-memory
+ * descriptors (no ldmatrix, no bank conflicts); K/V are double-buffered so
+ * the next tile loads while this one is used.  Per tile a warpgroup issues
+ * S = Q K^T as D/16 wgmma m64nBKVk16 (both operands from shared memory),
+ * does the online softmax on the accumulators (exp2 with the scale folded
+ * in, the causal mask only on the diagonal tile), and issues O += P V as
+ * BKV/16 wgmma m64nDk16 with P taken from registers (the accumulator layout
+ * is the A-fragment layout) and V read transposed by the descriptor.  One
+ * wgmma moves 64xBKV of work, against 16x8 for mma.sync, and its operands
+ * never pass through registers: the tensor cores stay busy while the other
+ * warpgroups of the SM do their softmax.  S never touches memory; q, k, v
+ * are read once per query block, o written once.  Blocks go longest-first
+ * (last query block first) for causal load balance.
  *
+ * Other f16/bf16 D in {16,32} (or no sm_90a, or unaligned data): the
+ * FlashAttention-2 kernel on mma.sync m16n8k16 (16 query rows per warp).
  * f32, or any other D (up to 256): a simple SIMT kernel, one warp per query
  * row, lanes split D, online softmax over the keys it may see.
  */
@@ -27,10 +33,12 @@
 #include <type_traits>
 #include "autokernel.h"
 
-#define WARPS 4    /* autokernel: tune 4,8 */
-#define BKV 64     /* autokernel: tune 32,64,128 */
+#define NWG 2      /* autokernel: tune 2,3 */
+#define BKV 64    /* autokernel: tune 64,128 */
 
-#define BQ (16 * WARPS)         /* query rows per block */
+#define MMA_WARPS 4             /* mma.sync path: warps per block */
+#define MMA_BKV 64              /* mma.sync path: keys per tile */
+#define MMA_BQ (16 * MMA_WARPS)
 #define SIMT_WARPS 8            /* fallback: query rows per block */
 
 static __device__ __forceinline__ float to_f32(float x) { return x; }
@@ -53,6 +61,381 @@ static __device__ __forceinline__ uint32_t pack2(float lo, float hi)
 		return *reinterpret_cast<uint32_t *>(&h);
 	}
 }
+
+static __device__ __forceinline__ float ex2(float x)
+{
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
+static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem,
+						  int bytes)
+{
+	unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+		     :: "r"(s), "l"(gmem), "r"(bytes) : "memory");
+}
+
+static __device__ __forceinline__ void cp_commit(void)
+{
+	asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N>
+static __device__ __forceinline__ void cp_wait(void)
+{
+	asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+
+/* ------------------------------------------------------------------ */
+/* wgmma (sm_90a)                                                      */
+
+template <int N> struct wg_acc { float r[N / 2]; };   /* m64nN, per thread */
+
+static __device__ __forceinline__ void wgmma_ss(wg_acc<64> &a, uint64_t da, uint64_t db, int acc, __half)
+{
+	float *d = a.r;
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+		: "l"(da), "l"(db), "r"(acc));
+}
+static __device__ __forceinline__ void wgmma_rs(wg_acc<64> &a, const uint32_t *p, uint64_t db, __half)
+{
+	float *d = a.r;
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+		: "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(db), "r"(1));
+}
+
+static __device__ __forceinline__ void wgmma_ss(wg_acc<64> &a, uint64_t da, uint64_t db, int acc, __nv_bfloat16)
+{
+	float *d = a.r;
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+		: "l"(da), "l"(db), "r"(acc));
+}
+static __device__ __forceinline__ void wgmma_rs(wg_acc<64> &a, const uint32_t *p, uint64_t db, __nv_bfloat16)
+{
+	float *d = a.r;
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+		: "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(db), "r"(1));
+}
+
+static __device__ __forceinline__ void wgmma_ss(wg_acc<128> &a, uint64_t da, uint64_t db, int acc, __half)
+{
+	float *d = a.r;
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+		  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+		  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+		: "l"(da), "l"(db), "r"(acc));
+}
+static __device__ __forceinline__ void wgmma_rs(wg_acc<128> &a, const uint32_t *p, uint64_t db, __half)
+{
+	float *d = a.r;
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+		  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+		  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+		: "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(db), "r"(1));
+}
+
+static __device__ __forceinline__ void wgmma_ss(wg_acc<128> &a, uint64_t da, uint64_t db, int acc, __nv_bfloat16)
+{
+	float *d = a.r;
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+		  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+		  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+		: "l"(da), "l"(db), "r"(acc));
+}
+static __device__ __forceinline__ void wgmma_rs(wg_acc<128> &a, const uint32_t *p, uint64_t db, __nv_bfloat16)
+{
+	float *d = a.r;
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+		  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+		  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+		: "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(db), "r"(1));
+}
+
+static __device__ __forceinline__ void wgmma_fence(void)
+{
+	asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+static __device__ __forceinline__ void wgmma_commit(void)
+{
+	asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int N>
+static __device__ __forceinline__ void wgmma_wait(void)
+{
+	asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
+
+/* Keep the compiler from touching accumulators before the wgmma wait. */
+template <int N>
+static __device__ __forceinline__ void fence_acc(wg_acc<N> &a)
+{
+#pragma unroll
+	for (int i = 0; i < N / 2; i++)
+		asm volatile("" : "+f"(a.r[i]) :: "memory");
+}
+
+/*
+ * Shared-memory matrix descriptor, 128-byte swizzle: rows of 128 bytes
+ * (64 b16), 16-byte chunk c of row r stored at chunk c ^ (r % 8), atoms of
+ * 8 rows (1024 bytes, 1024-aligned) 1024 bytes apart (stride offset).  The
+ * leading offset is the distance between 64-column slabs where an operand
+ * is wider than 64 along its contiguous dimension (V for D = 128).
+ */
+static __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo)
+{
+	return (uint64_t)((addr & 0x3FFFF) >> 4) |
+	       (uint64_t)((lbo >> 4) & 0x3FFF) << 16 |
+	       (uint64_t)(1024 >> 4) << 32 | (uint64_t)1 << 62;
+}
+
+/*
+ * Rows r0 .. r0+ROWS-1 (D wide) of one (b,h) slice into the swizzled
+ * layout: slab s (columns 64s .. 64s+63) at dst + s*ROWS*128, row r at
+ * +r*128.  Rows >= S are zero-filled.
+ */
+template <typename T, int D, int ROWS>
+static __device__ __forceinline__ void load_sw128(unsigned char *dst,
+						  const T *src, int r0, int S)
+{
+	constexpr int CPR = D / 8, N = ROWS * CPR, NT = 128 * NWG;
+#pragma unroll
+	for (int i = 0; i < (N + NT - 1) / NT; i++) {
+		const int c = threadIdx.x + i * NT;
+		if (N % NT == 0 || c < N) {
+			const int r = c / CPR, cc = c % CPR;
+			const bool ok = r0 + r < S;
+			cp_async16(dst + (cc / 8) * ROWS * 128 + r * 128 +
+					   ((cc % 8 ^ r % 8) << 4),
+				   ok ? src + (int64_t)(r0 + r) * D + cc * 8 : src,
+				   ok ? 16 : 0);
+		}
+	}
+}
+
+#define NSTAGE 2
+
+template <typename T, int D>
+__global__ void __launch_bounds__(128 * NWG, NWG == 2 && D == 64 ? 2 : 1)
+flash_wg(const T *__restrict__ q, const T *__restrict__ k,
+	 const T *__restrict__ v, T *__restrict__ o, int BH, int S, float scale)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+	constexpr int BQ = 64 * NWG, QB = D / 64 * BQ * 128, KB = D / 64 * BKV * 128;
+	constexpr int NT = BKV / 8, DT = D / 8;
+	extern __shared__ __align__(1024) unsigned char smem_raw[];
+	const uint32_t raw = (uint32_t)__cvta_generic_to_shared(smem_raw);
+	unsigned char *Qs = smem_raw + ((1024 - (raw & 1023)) & 1023);
+	unsigned char *Ks = Qs + QB, *Vs = Ks + 2 * KB;
+	const uint32_t qs = (uint32_t)__cvta_generic_to_shared(Qs);
+	/* Descriptors: the address field is the low 14 bits, in 16-byte
+	 * units, so an offset is added to a base descriptor. */
+	const uint64_t dq0 = sw128_desc(qs + threadIdx.x / 128 * 64 * 128, 16);
+	const uint64_t dk0 = sw128_desc(qs + QB, 16);
+	const uint64_t dv0 = sw128_desc(qs + QB + 2 * KB, BKV * 128);
+	const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4;
+	const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+	const int nq = (S + BQ - 1) / BQ;
+	const int qb = nq - 1 - blockIdx.x / BH, bh = blockIdx.x % BH;
+	const int q0 = qb * BQ, r0 = q0 + 64 * wg;
+	const int row_a = r0 + 16 * warp + g, row_b = row_a + 8;
+	const int64_t base = (int64_t)bh * S * D;
+	const int kv_end = min(S, q0 + BQ), ntiles = (kv_end + BKV - 1) / BKV;
+	const float sl2 = scale * 1.4426950408889634f;  /* scale * log2(e) */
+	float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
+	wg_acc<D> oacc;
+
+#pragma unroll
+	for (int i = 0; i < D / 2; i++)
+		oacc.r[i] = 0.f;
+	load_sw128<T, D, BQ>(Qs, q + base, q0, S);
+	load_sw128<T, D, BKV>(Ks, k + base, 0, S);
+	load_sw128<T, D, BKV>(Vs, v + base, 0, S);
+	cp_commit();
+	for (int t = 0; t < ntiles; t++) {
+		const int j0 = t * BKV, st = t & 1;
+
+		if (t + 1 < ntiles) {
+			load_sw128<T, D, BKV>(Ks + (st ^ 1) * KB, k + base, j0 + BKV, S);
+			load_sw128<T, D, BKV>(Vs + (st ^ 1) * KB, v + base, j0 + BKV, S);
+		}
+		cp_commit();
+		cp_wait<1>();           /* tile t (and Q) landed */
+		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+		__syncthreads();
+		if (r0 < S && j0 <= r0 + 63) {  /* warpgroup-uniform */
+			wg_acc<BKV> sacc;
+
+			/* S = Q K^T: K is [key][d], i.e. B K-major. */
+			const uint64_t dk = dk0 + (st * KB >> 4);
+			wgmma_fence();
+#pragma unroll
+			for (int kk = 0; kk < D / 16; kk++)
+				wgmma_ss(sacc, dq0 + ((kk / 4 * BQ * 128 + kk % 4 * 32) >> 4),
+					 dk + ((kk / 4 * BKV * 128 + kk % 4 * 32) >> 4),
+					 kk > 0, T());
+			wgmma_commit();
+			wgmma_wait<0>();
+			fence_acc(sacc);
+
+			/* Scale to log2 units; mask only where the tile crosses the
+			 * diagonal of this warpgroup or the end of the keys. */
+			float *s = sacc.r;
+			if (j0 + BKV - 1 > r0 || j0 + BKV > S) {
+#pragma unroll
+				for (int nt = 0; nt < NT; nt++) {
+					const int j = j0 + nt * 8 + 2 * tq;
+#pragma unroll
+					for (int e = 0; e < 4; e++) {
+						const int key = j + (e & 1), row = e < 2 ? row_a : row_b;
+						s[nt * 4 + e] = key <= row && key < S ? s[nt * 4 + e] * sl2 : -INFINITY;
+					}
+				}
+			} else {
+#pragma unroll
+				for (int i = 0; i < BKV / 2; i++)
+					s[i] *= sl2;
+			}
+
+			/* Online softmax: new row max, rescale, P = exp2(S - max). */
+			float mx_a = m_a, mx_b = m_b;
+#pragma unroll
+			for (int nt = 0; nt < NT; nt++) {
+				mx_a = fmaxf(mx_a, fmaxf(s[nt * 4], s[nt * 4 + 1]));
+				mx_b = fmaxf(mx_b, fmaxf(s[nt * 4 + 2], s[nt * 4 + 3]));
+			}
+#pragma unroll
+			for (int off = 1; off < 4; off *= 2) {
+				mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, off));
+				mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, off));
+			}
+			const float mu_a = mx_a == -INFINITY ? 0.f : mx_a;
+			const float mu_b = mx_b == -INFINITY ? 0.f : mx_b;
+			const float al_a = ex2(m_a - mu_a), al_b = ex2(m_b - mu_b);
+			m_a = mx_a;
+			m_b = mx_b;
+			float ls_a = 0.f, ls_b = 0.f;
+#pragma unroll
+			for (int nt = 0; nt < NT; nt++) {
+				s[nt * 4] = ex2(s[nt * 4] - mu_a);
+				s[nt * 4 + 1] = ex2(s[nt * 4 + 1] - mu_a);
+				s[nt * 4 + 2] = ex2(s[nt * 4 + 2] - mu_b);
+				s[nt * 4 + 3] = ex2(s[nt * 4 + 3] - mu_b);
+				ls_a += s[nt * 4] + s[nt * 4 + 1];
+				ls_b += s[nt * 4 + 2] + s[nt * 4 + 3];
+			}
+			l_a = l_a * al_a + ls_a;
+			l_b = l_b * al_b + ls_b;
+#pragma unroll
+			for (int dt = 0; dt < DT; dt++) {
+				oacc.r[dt * 4] *= al_a;
+				oacc.r[dt * 4 + 1] *= al_a;
+				oacc.r[dt * 4 + 2] *= al_b;
+				oacc.r[dt * 4 + 3] *= al_b;
+			}
+
+			/* O += P V: V is [key][d], i.e. B MN-major (transposed). */
+			uint32_t pa[BKV / 16][4];
+#pragma unroll
+			for (int kv = 0; kv < BKV / 16; kv++) {
+				pa[kv][0] = pack2<T>(s[8 * kv], s[8 * kv + 1]);
+				pa[kv][1] = pack2<T>(s[8 * kv + 2], s[8 * kv + 3]);
+				pa[kv][2] = pack2<T>(s[8 * kv + 4], s[8 * kv + 5]);
+				pa[kv][3] = pack2<T>(s[8 * kv + 6], s[8 * kv + 7]);
+			}
+			const uint64_t dv = dv0 + (st * KB >> 4);
+			wgmma_fence();
+#pragma unroll
+			for (int kv = 0; kv < BKV / 16; kv++)
+				wgmma_rs(oacc, pa[kv], dv + (kv * 16 * 128 >> 4), T());
+			wgmma_commit();
+			wgmma_wait<0>();
+			fence_acc(oacc);
+		}
+		__syncthreads();        /* stage st is free for tile t+2 */
+	}
+
+	/* Normalize by the row sums (quad partials summed) and store. */
+#pragma unroll
+	for (int off = 1; off < 4; off *= 2) {
+		l_a += __shfl_xor_sync(0xffffffffu, l_a, off);
+		l_b += __shfl_xor_sync(0xffffffffu, l_b, off);
+	}
+	const float inv_a = 1.f / l_a, inv_b = 1.f / l_b;
+#pragma unroll
+	for (int dt = 0; dt < DT; dt++) {
+		const int col = dt * 8 + 2 * tq;
+		if (row_a < S)
+			*(uint32_t *)(o + base + (int64_t)row_a * D + col) =
+				pack2<T>(oacc.r[dt * 4] * inv_a, oacc.r[dt * 4 + 1] * inv_a);
+		if (row_b < S)
+			*(uint32_t *)(o + base + (int64_t)row_b * D + col) =
+				pack2<T>(oacc.r[dt * 4 + 2] * inv_b, oacc.r[dt * 4 + 3] * inv_b);
+	}
+#endif
+}
+
+/* ------------------------------------------------------------------ */
+/* mma.sync (FlashAttention-2), other D                                */
 
 /* d += a b, m16n8k16, row.col, f32 accumulate. */
 template <typename T>
@@ -88,22 +471,9 @@ static __device__ __forceinline__ void ldsm_x4_trans(uint32_t *r, const void *p)
 		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
 
-static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem,
-						  int bytes)
-{
-	unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-		     :: "r"(s), "l"(gmem), "r"(bytes));
-}
-
-static __device__ __forceinline__ void cp_commit(void)
-{
-	asm volatile("cp.async.commit_group;\n" ::);
-}
-
 static __device__ __forceinline__ void cp_wait_all(void)
 {
-	asm volatile("cp.async.wait_group 0;\n" ::);
+	asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
 /* Rows r0 .. r0+n-1 of one (b,h) slice into dst[n][D+8]; rows >= S zero. */
@@ -114,7 +484,7 @@ static __device__ __forceinline__ void load_rows(T *dst, const T *src, int r0,
 	constexpr int LD = D + 8;
 
 	if constexpr (VEC) {
-		for (int c = threadIdx.x; c < n * D / 8; c += 32 * WARPS) {
+		for (int c = threadIdx.x; c < n * D / 8; c += 32 * MMA_WARPS) {
 			const int r = c / (D / 8), col = c % (D / 8) * 8;
 			const bool ok = r0 + r < S;
 			cp_async16(dst + r * LD + col,
@@ -122,7 +492,7 @@ static __device__ __forceinline__ void load_rows(T *dst, const T *src, int r0,
 				   ok ? 16 : 0);
 		}
 	} else {
-		for (int e = threadIdx.x; e < n * D; e += 32 * WARPS) {
+		for (int e = threadIdx.x; e < n * D; e += 32 * MMA_WARPS) {
 			const int r = e / D, col = e % D;
 			dst[r * LD + col] = r0 + r < S ? src[(int64_t)(r0 + r) * D + col]
 						       : from_f32<T>(0.f);
@@ -131,27 +501,27 @@ static __device__ __forceinline__ void load_rows(T *dst, const T *src, int r0,
 }
 
 template <typename T, int D, bool VEC>
-__global__ void __launch_bounds__(32 * WARPS)
-flash_tc(const T *__restrict__ q, const T *__restrict__ k,
+__global__ void __launch_bounds__(32 * MMA_WARPS)
+flash_mma(const T *__restrict__ q, const T *__restrict__ k,
 	 const T *__restrict__ v, T *__restrict__ o, int BH, int S, float scale)
 {
-	constexpr int LD = D + 8, NT = BKV / 8, DT = D / 8;
+	constexpr int LD = D + 8, NT = MMA_BKV / 8, DT = D / 8;
 	extern __shared__ __align__(128) unsigned char smem[];
-	T *Qs = (T *)smem, *Ks = Qs + BQ * LD, *Vs = Ks + 2 * BKV * LD;
-	const int nq = (S + BQ - 1) / BQ;
+	T *Qs = (T *)smem, *Ks = Qs + MMA_BQ * LD, *Vs = Ks + 2 * MMA_BKV * LD;
+	const int nq = (S + MMA_BQ - 1) / MMA_BQ;
 	const int qb = nq - 1 - blockIdx.x / BH, bh = blockIdx.x % BH;
-	const int q0 = qb * BQ, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const int q0 = qb * MMA_BQ, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int g = lane / 4, tq = lane % 4;
 	const int row_a = q0 + warp * 16 + g, row_b = row_a + 8;
 	const int64_t base = (int64_t)bh * S * D;
-	const int kv_end = min(S, q0 + BQ), ntiles = (kv_end + BKV - 1) / BKV;
+	const int kv_end = min(S, q0 + MMA_BQ), ntiles = (kv_end + MMA_BKV - 1) / MMA_BKV;
 	const float sl2 = scale * 1.4426950408889634f;  /* scale * log2(e) */
 	uint32_t qf[D / 16][4];
 	float of[DT][4] = {}, m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
 
-	load_rows<T, D, VEC>(Qs, q + base, q0, BQ, S);
-	load_rows<T, D, VEC>(Ks, k + base, 0, BKV, S);
-	load_rows<T, D, VEC>(Vs, v + base, 0, BKV, S);
+	load_rows<T, D, VEC>(Qs, q + base, q0, MMA_BQ, S);
+	load_rows<T, D, VEC>(Ks, k + base, 0, MMA_BKV, S);
+	load_rows<T, D, VEC>(Vs, v + base, 0, MMA_BKV, S);
 	cp_commit();
 	for (int t = 0; t < ntiles; t++) {
 		cp_wait_all();
@@ -164,15 +534,15 @@ flash_tc(const T *__restrict__ q, const T *__restrict__ k,
 		}
 		if (t + 1 < ntiles) {
 			const int nb = (t + 1) & 1;
-			load_rows<T, D, VEC>(Ks + nb * BKV * LD, k + base, (t + 1) * BKV, BKV, S);
-			load_rows<T, D, VEC>(Vs + nb * BKV * LD, v + base, (t + 1) * BKV, BKV, S);
+			load_rows<T, D, VEC>(Ks + nb * MMA_BKV * LD, k + base, (t + 1) * MMA_BKV, MMA_BKV, S);
+			load_rows<T, D, VEC>(Vs + nb * MMA_BKV * LD, v + base, (t + 1) * MMA_BKV, MMA_BKV, S);
 		}
 		cp_commit();
 
-		const int j0 = t * BKV;
+		const int j0 = t * MMA_BKV;
 		if (j0 > q0 + warp * 16 + 15)
 			continue;       /* every key of this tile is masked for this warp */
-		const T *ks = Ks + (t & 1) * BKV * LD, *vs = Vs + (t & 1) * BKV * LD;
+		const T *ks = Ks + (t & 1) * MMA_BKV * LD, *vs = Vs + (t & 1) * MMA_BKV * LD;
 
 		/*
 		 * S = Q K^T, masked, in log2 units.  K is [key][d] = B^T: one
@@ -244,7 +614,7 @@ flash_tc(const T *__restrict__ q, const T *__restrict__ k,
 		 */
 		const T *vb = vs + (lane & 15) * LD + (lane >> 4) * 8;
 #pragma unroll
-		for (int kk = 0; kk < BKV / 16; kk++) {
+		for (int kk = 0; kk < MMA_BKV / 16; kk++) {
 			uint32_t pa[4];
 			pa[0] = pack2<T>(sf[2 * kk][0], sf[2 * kk][1]);
 			pa[1] = pack2<T>(sf[2 * kk][2], sf[2 * kk][3]);
@@ -335,28 +705,28 @@ flash_simt(const T *__restrict__ q, const T *__restrict__ k,
 }
 
 template <typename T, int D, bool VEC>
-static int launch_tc(const T *q, const T *k, const T *v, T *o, int BH, int S,
+static int launch_mma(const T *q, const T *k, const T *v, T *o, int BH, int S,
 		     float scale, cudaStream_t st)
 {
-	const size_t smem = (size_t)(BQ + 4 * BKV) * (D + 8) * sizeof(T);
-	const int64_t grid = (int64_t)BH * ((S + BQ - 1) / BQ);
+	const size_t smem = (size_t)(MMA_BQ + 4 * MMA_BKV) * (D + 8) * sizeof(T);
+	const int64_t grid = (int64_t)BH * ((S + MMA_BQ - 1) / MMA_BQ);
 
-	if (cudaFuncSetAttribute(flash_tc<T, D, VEC>,
+	if (cudaFuncSetAttribute(flash_mma<T, D, VEC>,
 				 cudaFuncAttributeMaxDynamicSharedMemorySize,
 				 (int)smem) != cudaSuccess)
 		return -1;
-	flash_tc<T, D, VEC><<<grid, 32 * WARPS, smem, st>>>(q, k, v, o, BH, S, scale);
+	flash_mma<T, D, VEC><<<grid, 32 * MMA_WARPS, smem, st>>>(q, k, v, o, BH, S, scale);
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
 template <typename T, int D>
-static int launch_tc(const T *q, const T *k, const T *v, T *o, int BH, int S,
+static int launch_mma(const T *q, const T *k, const T *v, T *o, int BH, int S,
 		     float scale, cudaStream_t st)
 {
 	const bool vec = (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15) == 0;
 
-	return vec ? launch_tc<T, D, true>(q, k, v, o, BH, S, scale, st)
-		   : launch_tc<T, D, false>(q, k, v, o, BH, S, scale, st);
+	return vec ? launch_mma<T, D, true>(q, k, v, o, BH, S, scale, st)
+		   : launch_mma<T, D, false>(q, k, v, o, BH, S, scale, st);
 }
 
 template <typename T>
@@ -379,6 +749,44 @@ static int launch_simt(const T *q, const T *k, const T *v, T *o, int64_t rows,
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
+template <typename T, int D>
+static int launch_wg(const T *q, const T *k, const T *v, T *o, int BH, int S,
+		     float scale, cudaStream_t st)
+{
+	static bool ready;      /* the dynamic shared-memory limit, raised once */
+	const int bq = 64 * NWG;
+	const size_t smem = (size_t)(bq + 2 * NSTAGE * BKV) * D * sizeof(T) + 1024;
+	const int64_t grid = (int64_t)BH * ((S + bq - 1) / bq);
+
+	if (smem > 227 * 1024)
+		return 1;       /* too big for one block: the caller falls back */
+	if (!ready) {
+		if (cudaFuncSetAttribute(flash_wg<T, D>,
+					 cudaFuncAttributeMaxDynamicSharedMemorySize,
+					 (int)smem) != cudaSuccess)
+			return -1;
+		ready = true;
+	}
+	flash_wg<T, D><<<grid, 128 * NWG, smem, st>>>(q, k, v, o, BH, S, scale);
+	return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+/* wgmma needs compute capability 9.0 (the build targets sm_90a there). */
+static bool have_wgmma(void)
+{
+	static int cc = -1;
+
+	if (cc < 0) {
+		int dev = 0, major = 0;
+		if (cudaGetDevice(&dev) != cudaSuccess ||
+		    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+					   dev) != cudaSuccess)
+			major = 0;
+		cc = major;
+	}
+	return cc == 9;
+}
+
 template <typename T>
 static int run(const struct ak_args *a)
 {
@@ -396,15 +804,26 @@ static int run(const struct ak_args *a)
 	if (BH == 0 || S == 0 || D == 0)
 		return 0;
 	if constexpr (sizeof(T) == 2) {
+		const bool al16 = (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v |
+				    (uintptr_t)o) & 15) == 0;
+
+		int r = 1;
+
+		if (al16 && have_wgmma() && D == 64)
+			r = launch_wg<T, 64>(q, k, v, o, BH, S, scale, st);
+		else if (al16 && have_wgmma() && D == 128)
+			r = launch_wg<T, 128>(q, k, v, o, BH, S, scale, st);
+		if (r <= 0)
+			return r;
 		switch (D) {
 		case 16:
-			return launch_tc<T, 16>(q, k, v, o, BH, S, scale, st);
+			return launch_mma<T, 16>(q, k, v, o, BH, S, scale, st);
 		case 32:
-			return launch_tc<T, 32>(q, k, v, o, BH, S, scale, st);
+			return launch_mma<T, 32>(q, k, v, o, BH, S, scale, st);
 		case 64:
-			return launch_tc<T, 64>(q, k, v, o, BH, S, scale, st);
+			return launch_mma<T, 64>(q, k, v, o, BH, S, scale, st);
 		case 128:
-			return launch_tc<T, 128>(q, k, v, o, BH, S, scale, st);
+			return launch_mma<T, 128>(q, k, v, o, BH, S, scale, st);
 		}
 	}
 	return launch_simt<T>(q, k, v, o, (int64_t)BH * S, S, D, scale, st);

@@ -2,6 +2,18 @@
  * fused_mlp (SwiGLU): y[T,D] = (silu(x w_gate^T) * (x w_up^T)) w_down^T,
  * silu(z) = z / (1 + e^-z), f32 accumulation.
  *
+ * The first GEMM's tile width is chosen per shape to cut wave
+ * quantization: at 2048x2048x5504 the gate/up GEMM has 16 x 43 = 688 tiles
+ * of 128 x (2 x 128) for 132 SMs, one block per SM: 6 waves, the last 21%
+ * full.  With 136-column tiles (m64n136k16, 136 accumulators per thread) it
+ * is 16 x 41 = 656 tiles, 5 waves of 6% longer tiles.  The launch minimizes
+ * waves x width over 128, 136, 144 and 160 (the SM count from the device);
+ * B boxes of such tiles are one BN-row TMA box per product; the staging
+ * pitch keeps the fragment stores conflict-free.  The down projection (128
+ * tiles of 128 x 256, one wave) is unchanged.  Measured on an H200 at
+ * 2048x2048x5504 f16 (doc/results/h200/fused_mlp.md): mma.sync 578 us,
+ * wgmma 358, the fitted width 325, and without clusters see below.
+ *
  * Two launches of one "NT" GEMM (C[M,N] = A[M,K] B[N,K]^T, both row-major,
  * so both operands are K-major):
  *   1. h[T,F] = silu(x w_gate^T) * (x w_up^T): one block computes a 128 x 128
@@ -22,8 +34,11 @@
  *     keeps one wgmma group in flight and frees each stage (an arrive on its
  *     "empty" mbarrier) once the group that read it retired.  setmaxnreg:
  *     232 registers for consumers, 40 for the producer.
- *   - CLUSTER 2 pairs the blocks of two vertically adjacent tiles: they
- *     share the B tiles, each loads half and multicasts it to both.
+ *   - CLUSTER 2 would pair the blocks of two vertically adjacent tiles:
+ *     they share the B tiles, each loads half and multicasts it to both;
+ *     but then a stage is free only when both blocks released it, and on
+ *     the H200 that coupling cost more than the L2 traffic it saves (matmul
+ *     2048^3: 42.8 us with pairs, 28.0 without).  CLUSTER 1 is the default.
  *   - Epilogue: f32 -> (silu * up) -> input dtype -> padded shared-memory
  *     tile -> 16-byte coalesced stores inside C.
  * TMA and the 16-byte epilogue need K % 8 == 0 and N % 8 == 0 for that GEMM;
@@ -42,18 +57,21 @@
 #include "autokernel.h"
 
 /*
- * Tunables.  WGMMA 1 selects the Hopper kernel below for f16/bf16; 0 keeps
- * both GEMMs on the mma.sync kernel.  (The wgmma kernel compiles for sm_90a,
- * but had not yet passed the five stages on an H200 when it was written: it
- * is off until a commit turning it on is kept.)
+ * Tunables.  WGMMA 1 selects the Hopper kernel below for f16/bf16 on
+ * compute capability 9.0 (elsewhere the mma.sync kernel runs); 0 keeps
+ * both GEMMs on the mma.sync kernel.  BN1_FIT 1 picks the first GEMM's tile width per shape
+ * (see the top comment); 0 keeps BN1; 136, 144 or 160 forces that width on
+ * every shape, which is how the five stages reach the wider kernels (their
+ * test shapes are one wave, where the fit always picks 128).
  */
-#define WGMMA 0     /* autokernel: tune 0,1 */
+#define WGMMA 1     /* autokernel: tune 0,1 */
 #define STAGES 4    /* autokernel: tune 3,4 */
-#define CLUSTER 2   /* autokernel: tune 1,2 */
+#define CLUSTER 1   /* autokernel: tune 1,2 */
+#define BN1_FIT 1   /* autokernel: tune 0,1,136 */
 
 #define BN2 256                         /* y tile columns (one m64n256k16 per k16) */
 #define BM 128                          /* two consumer warpgroups x 64 rows */
-#define BN1 128                         /* gate and up tiles of the first GEMM */
+#define BN1 128                         /* gate and up tiles of the first GEMM (BN1_FIT 0) */
 #define BK 64                           /* one 128-byte swizzle row of 16-bit elements */
 #define A_BYTES (BM * BK * 2)           /* 16 KB */
 #define BOX_ROWS 128                    /* B boxes: 128 rows x 128 bytes */
@@ -195,12 +213,14 @@ static __device__ __forceinline__ void named_bar(int id, int count)
 	asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
 }
 
-/* d[0..63] += A B, m64n128k16; TB: B is N-major (transposed). */
-template <typename T, int TB>
-static __device__ __forceinline__ void wgmma_n128(float *d, uint64_t da, uint64_t db)
+/* d[0..N/2-1] += A B, m64nNk16; TB: B is N-major (transposed).  N is one of
+ * the tile widths the kernels use (an inline asm needs its operands spelled out). */
+template <typename T, int N, int TB>
+static __device__ __forceinline__ void wgmma_n(float *d, uint64_t da, uint64_t db)
 {
-	if constexpr (std::is_same_v<T, __half>)
-		asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+	if constexpr (N == 128) {
+		if constexpr (std::is_same_v<T, __half>)
+			asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
 		  "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
 		  "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
 		  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
@@ -216,8 +236,8 @@ static __device__ __forceinline__ void wgmma_n128(float *d, uint64_t da, uint64_
 		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
 		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 		  : "l"(da), "l"(db), "r"(1), "n"(TB));
-	else
-		asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+		else
+			asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
 		  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
 		  "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
 		  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
@@ -233,14 +253,128 @@ static __device__ __forceinline__ void wgmma_n128(float *d, uint64_t da, uint64_
 		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
 		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 		  : "l"(da), "l"(db), "r"(1), "n"(TB));
-}
-
-/* d[0..127] += A B, m64n256k16; TB: B is N-major (transposed). */
-template <typename T, int TB>
-static __device__ __forceinline__ void wgmma_n256(float *d, uint64_t da, uint64_t db)
-{
-	if constexpr (std::is_same_v<T, __half>)
-		asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+	} else if constexpr (N == 136) {
+		if constexpr (std::is_same_v<T, __half>)
+			asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
+		  "wgmma.mma_async.sync.aligned.m64n136k16.f32.f16.f16 "
+		  "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+		  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+		  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+		  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+		  "%64, %65, %66, %67" "}, "
+		  "%68, %69, p, 1, 1, 0, %71;\n}\n"
+		  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+		  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+		  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+		  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67])
+		  : "l"(da), "l"(db), "r"(1), "n"(TB));
+		else
+			asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
+		  "wgmma.mma_async.sync.aligned.m64n136k16.f32.bf16.bf16 "
+		  "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+		  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+		  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+		  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+		  "%64, %65, %66, %67" "}, "
+		  "%68, %69, p, 1, 1, 0, %71;\n}\n"
+		  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+		  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+		  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+		  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67])
+		  : "l"(da), "l"(db), "r"(1), "n"(TB));
+	} else if constexpr (N == 144) {
+		if constexpr (std::is_same_v<T, __half>)
+			asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %74, 0;\n"
+		  "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 "
+		  "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+		  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+		  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+		  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+		  "%64, %65, %66, %67, %68, %69, %70, %71" "}, "
+		  "%72, %73, p, 1, 1, 0, %75;\n}\n"
+		  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+		  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+		  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+		  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71])
+		  : "l"(da), "l"(db), "r"(1), "n"(TB));
+		else
+			asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %74, 0;\n"
+		  "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 "
+		  "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+		  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+		  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+		  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+		  "%64, %65, %66, %67, %68, %69, %70, %71" "}, "
+		  "%72, %73, p, 1, 1, 0, %75;\n}\n"
+		  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+		  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+		  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+		  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71])
+		  : "l"(da), "l"(db), "r"(1), "n"(TB));
+	} else if constexpr (N == 160) {
+		if constexpr (std::is_same_v<T, __half>)
+			asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %82, 0;\n"
+		  "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 "
+		  "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+		  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+		  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+		  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+		  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79" "}, "
+		  "%80, %81, p, 1, 1, 0, %83;\n}\n"
+		  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+		  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+		  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+		  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+		  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79])
+		  : "l"(da), "l"(db), "r"(1), "n"(TB));
+		else
+			asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %82, 0;\n"
+		  "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 "
+		  "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+		  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+		  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+		  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+		  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79" "}, "
+		  "%80, %81, p, 1, 1, 0, %83;\n}\n"
+		  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+		  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+		  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+		  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+		  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79])
+		  : "l"(da), "l"(db), "r"(1), "n"(TB));
+	} else if constexpr (N == 256) {
+		if constexpr (std::is_same_v<T, __half>)
+			asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
 		  "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
 		  "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
 		  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
@@ -268,8 +402,8 @@ static __device__ __forceinline__ void wgmma_n256(float *d, uint64_t da, uint64_
 		  "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
 		  "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 		  : "l"(da), "l"(db), "r"(1), "n"(TB));
-	else
-		asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+		else
+			asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
 		  "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
 		  "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
 		  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
@@ -297,6 +431,9 @@ static __device__ __forceinline__ void wgmma_n256(float *d, uint64_t da, uint64_
 		  "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
 		  "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 		  : "l"(da), "l"(db), "r"(1), "n"(TB));
+	} else {
+		static_assert(N == 128, "no wgmma wrapper for this tile width");
+	}
 }
 
 /*
@@ -312,9 +449,15 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 	   const __grid_constant__ CUtensorMap tmB1,
 	   T *__restrict__ C, int M, int N, int K)
 {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)     /* wgmma, TMA, clusters: sm_90a only */
 	constexpr int B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + NB * B_BYTES;
-	constexpr int NBOX = NB * BN / BOX_ROWS, PITCH = BN * 2 + 16;
-	static_assert(BN % BOX_ROWS == 0 && NB * BN / 2 <= 128, "tile");
+	/* B boxes of BOXR rows: 128 where BN is a multiple, else one box of
+	 * BN rows per product (TMA boxes go up to 256 rows) */
+	constexpr int BOXR = BN % BOX_ROWS == 0 ? BOX_ROWS : BN, NBOX = NB * BN / BOXR;
+	/* staging row pitch = 4 banks mod 32: conflict-free fragment stores */
+	constexpr int PITCH = BN * 2 + (36 - BN / 2 % 32) % 32 * 4;
+	static_assert(BN % 8 == 0 && BN <= 256 && NB * BN / 2 <= 160, "tile");
+	static_assert(PITCH % 16 == 0 && PITCH / 4 % 32 == 4, "pitch");
 	static_assert(BM * PITCH <= STAGES * STAGE_BYTES, "epilogue staging fits");
 	extern __shared__ unsigned char smem_raw[];
 	const uint32_t raw = smem_u32(smem_raw);
@@ -344,7 +487,7 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 			const int rank = CM > 1 ? (int)cluster_rank() : 0;
 			/* boxes of each B tile that start inside B (the rest is
 			 * never stored, so it is not loaded either) */
-			const int valid = min(BN / BOX_ROWS, (N - n0 + BOX_ROWS - 1) / BOX_ROWS);
+			const int valid = min(BN / BOXR, (N - n0 + BOXR - 1) / BOXR);
 
 			for (int kt = 0; kt < KT; kt++) {
 				const int s = kt % STAGES;
@@ -352,21 +495,21 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 				const uint32_t a = base + s * STAGE_BYTES, b = a + A_BYTES;
 
 				mbar_wait(empty0 + 8 * s, (kt / STAGES & 1) ^ 1);
-				mbar_expect_tx(fb, A_BYTES + NB * valid * BOX_ROWS * 128);
+				mbar_expect_tx(fb, A_BYTES + NB * valid * BOXR * 128);
 				tma_load(a, &tmA, fb, kt * BK, m0);
 				for (int j = rank; j < NBOX; j += CM) {
-					/* box j: rows 128 (j % (BN / 128)) of B matrix
-					 * j / (BN / 128) */
+					/* box j: rows BOXR (j % (BN / BOXR)) of B matrix
+					 * j / (BN / BOXR) */
 					const CUtensorMap *map = j < NBOX / NB ? &tmB0 : &tmB1;
-					const int row = n0 + j % (BN / BOX_ROWS) * BOX_ROWS;
+					const int row = n0 + j % (BN / BOXR) * BOXR;
 
-					if (j % (BN / BOX_ROWS) >= valid)
+					if (j % (BN / BOXR) >= valid)
 						continue;
 					if constexpr (CM > 1)
-						tma_load_mc(b + j * BOX_ROWS * 128, map, fb, kt * BK,
+						tma_load_mc(b + j * BOXR * 128, map, fb, kt * BK,
 							    row, (1 << CM) - 1);
 					else
-						tma_load(b + j * BOX_ROWS * 128, map, fb, kt * BK, row);
+						tma_load(b + j * BOXR * 128, map, fb, kt * BK, row);
 				}
 			}
 		}
@@ -394,10 +537,7 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 #pragma unroll
 				for (int m = 0; m < NB; m++) {
 					const uint64_t db = sw128_desc(b + m * B_BYTES + kk * 32, 16, 1024);
-					if constexpr (BN == 256)
-						wgmma_n256<T, 0>(acc + m * BN / 2, da, db);
-					else
-						wgmma_n128<T, 0>(acc + m * BN / 2, da, db);
+					wgmma_n<T, BN, 0>(acc + m * BN / 2, da, db);
 				}
 			}
 			wgmma_commit();
@@ -442,6 +582,7 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 	/* a block's shared memory must outlive its peer's remote arrives */
 	if constexpr (CM > 1)
 		cluster_sync();
+#endif /* sm_90a */
 }
 #endif /* WGMMA */
 
@@ -772,6 +913,54 @@ static int launch_cluster(const CUtensorMap &ta, const CUtensorMap &tb0,
 				  M, N, K) == cudaSuccess ? 0 : -1;
 }
 
+/* Multiprocessors of the current device (asked once; 132 if it cannot tell). */
+static int sm_count(void)
+{
+	static int n;
+
+	if (n <= 0) {
+		int d = 0;
+
+		if (cudaGetDevice(&d) != cudaSuccess ||
+		    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d) != cudaSuccess ||
+		    n <= 0)
+			n = 132;
+		(void)cudaGetLastError();
+	}
+	return n;
+}
+
+/*
+ * The first GEMM's tile width for M x N: each block of the one-block-per-SM
+ * kernel takes time ~ BN, the grid runs in ceil(tiles / resident) waves, so
+ * minimize waves * BN (ties: the narrower tile).  2048 x 5504: 128 -> 688
+ * tiles, 6 waves on 132 SMs (the last one 21% full); 136 -> 656 tiles, 5
+ * waves: 680 against 768.
+ */
+static int pick_bn1(int M, int N)
+{
+	static const int cand[] = {128, 136, 144, 160};
+	const int mt = (M + BM - 1) / BM, cm = CLUSTER > 1 && mt % CLUSTER == 0 ? CLUSTER : 1;
+	const int64_t slots = (int64_t)(sm_count() / cm * cm);
+	int best = BN1;
+	int64_t best_cost = -1;
+
+	static_assert(BN1_FIT <= 1 || BN1_FIT == 136 || BN1_FIT == 144 || BN1_FIT == 160,
+		      "BN1_FIT: 0, 1 or a width with a wgmma wrapper");
+	if (BN1_FIT != 1)
+		return BN1_FIT ? BN1_FIT : BN1;
+	for (int bn : cand) {
+		const int64_t tiles = (int64_t)mt * ((N + bn - 1) / bn);
+		const int64_t cost = (tiles + slots - 1) / slots * bn;
+
+		if (best_cost < 0 || cost < best_cost) {
+			best = bn;
+			best_cost = cost;
+		}
+	}
+	return best;
+}
+
 /* 0 launched, 1 not possible here (use the fallback), -1 launch error */
 template <typename T, int BN, int NB>
 static int launch_wgmma(const T *A, const T *B0, const T *B1, T *C, int M, int N,
@@ -781,8 +970,8 @@ static int launch_wgmma(const T *A, const T *B0, const T *B1, T *C, int M, int N
 	const int mt = (M + BM - 1) / BM, nt = (N + BN - 1) / BN;
 
 	if (nt > 65535 || !tensor_map(&ta, A, M, K, BM) ||
-	    !tensor_map(&tb0, B0, N, K, BOX_ROWS) ||
-	    !tensor_map(&tb1, NB > 1 ? B1 : B0, N, K, BOX_ROWS))
+	    !tensor_map(&tb0, B0, N, K, BN % BOX_ROWS == 0 ? BOX_ROWS : BN) ||
+	    !tensor_map(&tb1, NB > 1 ? B1 : B0, N, K, BN % BOX_ROWS == 0 ? BOX_ROWS : BN))
 		return 1;
 	/* clusters pair M tiles; an odd count runs unpaired */
 	if (CLUSTER > 1 && mt % CLUSTER == 0)
@@ -791,6 +980,23 @@ static int launch_wgmma(const T *A, const T *B0, const T *B1, T *C, int M, int N
 }
 
 #endif /* WGMMA */
+
+/* wgmma needs compute capability 9.0 (the build targets sm_90a there). */
+static bool have_wgmma(void)
+{
+	static int cc = -1;
+
+	if (cc < 0) {
+		int dev = 0, major = 0;
+
+		if (cudaGetDevice(&dev) != cudaSuccess ||
+		    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+					   dev) != cudaSuccess)
+			major = 0;
+		cc = major;
+	}
+	return cc == 9;
+}
 
 /* C[M,N] = A[M,K] B0[N,K]^T, or silu(A B0^T) * (A B1^T) when B1. */
 template <typename T>
@@ -811,9 +1017,26 @@ static int gemm_nt(const T *A, const T *B0, const T *B1, T *C, int M, int N,
 			(((uintptr_t)A | (uintptr_t)B0 | (uintptr_t)B1) & 15) == 0;
 
 #if WGMMA
-		if (vec && N % 8 == 0 && ((uintptr_t)C & 15) == 0) {
-			const int rc = B1 ? launch_wgmma<T, BN1, 2>(A, B0, B1, C, M, N, K, st)
-					  : launch_wgmma<T, BN2, 1>(A, B0, B1, C, M, N, K, st);
+		if (vec && N % 8 == 0 && ((uintptr_t)C & 15) == 0 && have_wgmma()) {
+			int rc;
+
+			switch (B1 ? pick_bn1(M, N) : 0) {
+			case 0:
+				rc = launch_wgmma<T, BN2, 1>(A, B0, B1, C, M, N, K, st);
+				break;
+			case 136:
+				rc = launch_wgmma<T, 136, 2>(A, B0, B1, C, M, N, K, st);
+				break;
+			case 144:
+				rc = launch_wgmma<T, 144, 2>(A, B0, B1, C, M, N, K, st);
+				break;
+			case 160:
+				rc = launch_wgmma<T, 160, 2>(A, B0, B1, C, M, N, K, st);
+				break;
+			default:
+				rc = launch_wgmma<T, BN1, 2>(A, B0, B1, C, M, N, K, st);
+				break;
+			}
 			if (rc <= 0)
 				return rc;
 		}

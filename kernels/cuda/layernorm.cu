@@ -2,14 +2,20 @@
  * layernorm: y = (x - mean) / sqrt(var + eps) * w + b per row, biased
  * variance, f32 math.
  *
- * A group of GROUP threads owns one row; a block holds BLOCK/GROUP rows.
- * When the row fits (at most 64 floats per thread) it stays in registers:
+ * A group of G threads owns one row; a block holds max(BLOCK, G) / G rows.
+ * G is GROUP when there are rows enough to fill the device (FEW_ROWS or
+ * more), else FEW_GROUP, so that a few long rows still spread over many
+ * threads.  When the row fits (at most 64 floats per thread) it stays in
+ * registers, and the thread's slices of w and b are loaded with it, before
+ * the reductions, so their latency hides under the row's (up to 32 floats
+ * a thread; past that they would spill, and load after the reductions):
  * x is read from HBM once, the mean and then the variance of (x - mean)
  * are taken from registers (two-pass, so no cancellation), and y is written
  * once, with 16-byte accesses when the row length and pointers allow it.
  * Reductions are warp shuffles plus a fixed-order pass over the group's
- * warps: bitwise deterministic.  Longer rows take a streaming kernel that
- * reads x three times.
+ * warps: bitwise deterministic.  Longer rows, and rows that are not 16-byte
+ * aligned (rare), take a streaming kernel that reads x three times; that
+ * keeps the number of kernels, and the build time, small.
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -19,7 +25,9 @@
 #include "autokernel.h"
 
 #define BLOCK 256  /* autokernel: tune 128,256,512,1024 */
-#define GROUP 256  /* autokernel: tune 32,64,128,256,512,1024 if GROUP <= BLOCK */
+#define GROUP 128  /* autokernel: tune 32,64,128,256,512,1024 if GROUP <= BLOCK */
+#define FEW_GROUP 512   /* autokernel: tune 256,512,1024 */
+#define FEW_ROWS 1024   /* autokernel: tune 512,1024,2048 */
 
 #define MAX_FLOATS 64   /* row floats a thread may hold in registers */
 
@@ -69,18 +77,18 @@ struct op_sum { __device__ float operator()(float a, float b) const { return a +
 struct op_max { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };
 
 /*
- * Reduces v over the GROUP consecutive threads of a row; every thread of the
+ * Reduces v over the G consecutive threads of a row; every thread of the
  * group gets the same bits.  All threads of the block must call it.
  */
-template <class Op>
+template <int G, class Op>
 static __device__ __forceinline__ float group_reduce(float v, float *red, Op op)
 {
-	constexpr int W = GROUP < 32 ? GROUP : 32;
+	constexpr int W = G < 32 ? G : 32;
 #pragma unroll
 	for (int o = W / 2; o > 0; o /= 2)
 		v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-	if constexpr (GROUP > 32) {
-		constexpr int NW = GROUP / 32;
+	if constexpr (G > 32) {
+		constexpr int NW = G / 32;
 		const int warp = threadIdx.x / 32, first = warp / NW * NW;
 		__syncthreads();        /* red may still be read by a previous call */
 		if (threadIdx.x % 32 == 0)
@@ -102,23 +110,45 @@ struct ln_args {
 	float eps;
 };
 
-/* Row in registers: ITEMS vectors of VEC elements per thread. */
-template <typename T, int VEC, int ITEMS>
-__global__ void __launch_bounds__(BLOCK) layernorm_regs(struct ln_args p)
+/* Threads of a block of rows of G threads. */
+template <int G>
+static __host__ __device__ constexpr int block_of(void)
 {
-	__shared__ float red[BLOCK / 32];
+	return G > BLOCK ? G : BLOCK;
+}
+
+/* Element j of a 16-byte vector of T. */
+template <typename T>
+static __device__ __forceinline__ float elem(const uint4 &u, int j)
+{
+	return to_f32(reinterpret_cast<const T *>(&u)[j]);
+}
+
+/*
+ * Row in registers: ITEMS vectors of VEC elements per thread.  The loads of
+ * x, then of the thread's slices of w and b, are all issued before the
+ * first reduction.
+ */
+template <typename T, int VEC, int ITEMS, int G>
+__global__ void __launch_bounds__(block_of<G>()) layernorm_regs(struct ln_args p)
+{
+	constexpr int B = block_of<G>();
+	__shared__ float red[B / 32];
 	const T *x = (const T *)p.x, *w = (const T *)p.w, *b = (const T *)p.b;
 	T *y = (T *)p.y;
-	const int64_t row = (int64_t)blockIdx.x * (BLOCK / GROUP) + threadIdx.x / GROUP;
-	const int t = threadIdx.x % GROUP;
+	const int64_t row = (int64_t)blockIdx.x * (B / G) + threadIdx.x / G;
+	const int t = threadIdx.x % G;
 	const bool live = row < p.R;
 	const int64_t nv = p.C / VEC, off = (live ? row : 0) * p.C;
 	float v[ITEMS][VEC];
+	uint4 wr[ITEMS], br[ITEMS];     /* w and b as loaded, 16 bytes each */
 	float s = 0.f;
+
+	static_assert(VEC * sizeof(T) == 16, "the register kernel is for 16-byte rows");
 
 #pragma unroll
 	for (int k = 0; k < ITEMS; k++) {
-		const int64_t i = (int64_t)k * GROUP + t;
+		const int64_t i = (int64_t)k * G + t;
 		if (live && i < nv) {
 			load_vec<T, VEC>(x + off + i * VEC, v[k]);
 		} else {
@@ -126,70 +156,85 @@ __global__ void __launch_bounds__(BLOCK) layernorm_regs(struct ln_args p)
 			for (int j = 0; j < VEC; j++)
 				v[k][j] = 0.f;
 		}
+	}
+	/* w and b early, in their own dtype, where the registers allow */
+	constexpr bool early = ITEMS * VEC <= 32;
+	if constexpr (early)
+#pragma unroll
+		for (int k = 0; k < ITEMS; k++) {
+			const int64_t i = (int64_t)k * G + t;
+			if (live && i < nv) {
+				wr[k] = __ldg(reinterpret_cast<const uint4 *>(w + i * VEC));
+				br[k] = __ldg(reinterpret_cast<const uint4 *>(b + i * VEC));
+			}
+		}
+#pragma unroll
+	for (int k = 0; k < ITEMS; k++)
 #pragma unroll
 		for (int j = 0; j < VEC; j++)
 			s += v[k][j];
-	}
-	const float mean = group_reduce(s, red, op_sum()) / (float)p.C;
+	const float mean = group_reduce<G>(s, red, op_sum()) / (float)p.C;
 
 	float q = 0.f;
 #pragma unroll
 	for (int k = 0; k < ITEMS; k++) {
-		const bool in = (int64_t)k * GROUP + t < nv;
+		const bool in = (int64_t)k * G + t < nv;
 #pragma unroll
 		for (int j = 0; j < VEC; j++) {
 			v[k][j] -= mean;
 			q += in ? v[k][j] * v[k][j] : 0.f;
 		}
 	}
-	const float var = group_reduce(q, red, op_sum()) / (float)p.C;
+	const float var = group_reduce<G>(q, red, op_sum()) / (float)p.C;
 	const float rstd = 1.f / sqrtf(var + p.eps);
 
 #pragma unroll
 	for (int k = 0; k < ITEMS; k++) {
-		const int64_t i = (int64_t)k * GROUP + t;
-		float wf[VEC], bf[VEC];
+		const int64_t i = (int64_t)k * G + t;
 
 		if (!live || i >= nv)
 			continue;
-		load_vec<T, VEC>(w + i * VEC, wf);
-		load_vec<T, VEC>(b + i * VEC, bf);
+		if constexpr (!early) {
+			wr[k] = __ldg(reinterpret_cast<const uint4 *>(w + i * VEC));
+			br[k] = __ldg(reinterpret_cast<const uint4 *>(b + i * VEC));
+		}
 #pragma unroll
 		for (int j = 0; j < VEC; j++)
-			v[k][j] = v[k][j] * rstd * wf[j] + bf[j];
+			v[k][j] = v[k][j] * rstd * elem<T>(wr[k], j) + elem<T>(br[k], j);
 		store_vec<T, VEC>(y + off + i * VEC, v[k]);
 	}
 }
 
 /* Rows too long for registers: mean pass, variance pass, output pass. */
-template <typename T, int VEC>
-__global__ void __launch_bounds__(BLOCK) layernorm_long(struct ln_args p)
+template <typename T, int VEC, int G>
+__global__ void __launch_bounds__(block_of<G>()) layernorm_long(struct ln_args p)
 {
-	__shared__ float red[BLOCK / 32];
+	constexpr int B = block_of<G>();
+	__shared__ float red[B / 32];
 	const T *x = (const T *)p.x, *w = (const T *)p.w, *b = (const T *)p.b;
 	T *y = (T *)p.y;
-	const int64_t row = (int64_t)blockIdx.x * (BLOCK / GROUP) + threadIdx.x / GROUP;
-	const int t = threadIdx.x % GROUP;
+	const int64_t row = (int64_t)blockIdx.x * (B / G) + threadIdx.x / G;
+	const int t = threadIdx.x % G;
 	const bool live = row < p.R;
 	const int64_t nv = live ? p.C / VEC : 0, off = (live ? row : 0) * p.C;
 	float f[VEC], wf[VEC], bf[VEC], s = 0.f, q = 0.f;
 
-	for (int64_t i = t; i < nv; i += GROUP) {
+	for (int64_t i = t; i < nv; i += G) {
 		load_vec<T, VEC>(x + off + i * VEC, f);
 #pragma unroll
 		for (int j = 0; j < VEC; j++)
 			s += f[j];
 	}
-	const float mean = group_reduce(s, red, op_sum()) / (float)p.C;
-	for (int64_t i = t; i < nv; i += GROUP) {
+	const float mean = group_reduce<G>(s, red, op_sum()) / (float)p.C;
+	for (int64_t i = t; i < nv; i += G) {
 		load_vec<T, VEC>(x + off + i * VEC, f);
 #pragma unroll
 		for (int j = 0; j < VEC; j++)
 			q += (f[j] - mean) * (f[j] - mean);
 	}
-	const float var = group_reduce(q, red, op_sum()) / (float)p.C;
+	const float var = group_reduce<G>(q, red, op_sum()) / (float)p.C;
 	const float rstd = 1.f / sqrtf(var + p.eps);
-	for (int64_t i = t; i < nv; i += GROUP) {
+	for (int64_t i = t; i < nv; i += G) {
 		load_vec<T, VEC>(x + off + i * VEC, f);
 		load_vec<T, VEC>(w + i * VEC, wf);
 		load_vec<T, VEC>(b + i * VEC, bf);
@@ -201,32 +246,46 @@ __global__ void __launch_bounds__(BLOCK) layernorm_long(struct ln_args p)
 }
 
 /* Launches the register kernel with the smallest ITEMS that holds the row. */
-template <typename T, int VEC, int ITEMS>
+template <typename T, int VEC, int G, int ITEMS>
 static bool launch_regs(int64_t per, int64_t grid, cudaStream_t st,
 			const struct ln_args &p)
 {
 	if constexpr (ITEMS * VEC <= MAX_FLOATS) {
 		if (per <= ITEMS) {
-			layernorm_regs<T, VEC, ITEMS><<<grid, BLOCK, 0, st>>>(p);
+			layernorm_regs<T, VEC, ITEMS, G><<<grid, block_of<G>(), 0, st>>>(p);
 			return true;
 		}
-		return launch_regs<T, VEC, ITEMS * 2>(per, grid, st, p);
+		return launch_regs<T, VEC, G, ITEMS * 2>(per, grid, st, p);
 	}
 	return false;
 }
 
-template <typename T, int VEC>
-static void launch(int64_t grid, cudaStream_t st, const struct ln_args &p)
+template <typename T, int VEC, int G>
+static void launch(cudaStream_t st, const struct ln_args &p)
 {
-	const int64_t per = (p.C / VEC + GROUP - 1) / GROUP;
+	constexpr int rows = block_of<G>() / G;
+	const int64_t grid = (p.R + rows - 1) / rows;
+	const int64_t per = (p.C / VEC + G - 1) / G;
 
-	if (!launch_regs<T, VEC, 1>(per, grid, st, p))
-		layernorm_long<T, VEC><<<grid, BLOCK, 0, st>>>(p);
+	/* unaligned rows (VEC 1) stream: see the top comment */
+	if constexpr (VEC > 1)
+		if (launch_regs<T, VEC, G, 1>(per, grid, st, p))
+			return;
+	layernorm_long<T, VEC, G><<<grid, block_of<G>(), 0, st>>>(p);
 }
 
 static bool aligned16(const void *p)
 {
 	return ((uintptr_t)p & 15) == 0;
+}
+
+template <typename T, int VEC>
+static void launch_rows(cudaStream_t st, const struct ln_args &p)
+{
+	if (p.R < FEW_ROWS && p.C / VEC >= FEW_GROUP)
+		launch<T, VEC, FEW_GROUP>(st, p);
+	else
+		launch<T, VEC, GROUP>(st, p);
 }
 
 template <typename T>
@@ -246,13 +305,12 @@ static int run(const struct ak_args *a)
 	if (p.R == 0)
 		return 0;
 
-	const int64_t grid = (p.R + BLOCK / GROUP - 1) / (BLOCK / GROUP);
 	cudaStream_t st = (cudaStream_t)a->stream;
 	if (p.C % V == 0 && aligned16(p.x) && aligned16(p.w) &&
 	    aligned16(p.b) && aligned16(p.y))
-		launch<T, V>(grid, st, p);
+		launch_rows<T, V>(st, p);
 	else
-		launch<T, 1>(grid, st, p);
+		launch_rows<T, 1>(st, p);
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 

@@ -18,11 +18,15 @@
  *     wgmma group in flight and frees a stage (an arrive on its "empty"
  *     mbarrier) as soon as the group that read it has retired.
  *   - setmaxnreg gives the consumers 232 registers and the producer 40.
- *   - CLUSTER 2 pairs the blocks of two vertically adjacent tiles: they
- *     share the B tile, each loads half of it and multicasts it to both, so
- *     the L2 -> SM traffic per tile drops from (BM + BN) to (BM + BN/2) rows.
- *     A stage is then free only when the consumers of both blocks released
- *     it (remote mbarrier arrives).
+ *   - CLUSTER 2 would pair the blocks of two vertically adjacent tiles:
+ *     they share the B tile, each loads half of it and multicasts it to
+ *     both, so the L2 -> SM traffic per tile drops from (BM + BN) to
+ *     (BM + BN/2) rows, but a stage is then free only when the consumers of
+ *     both blocks released it (remote mbarrier arrives), which couples the
+ *     two.  Measured on an H200 at 2048^3 f16: 42.8 us with clusters of 2,
+ *     28.0 us without (CLUSTER 1, the default), where cuBLAS takes 28.2;
+ *     clusters of 4 (42.8) and TMA prefetch into L2 (48.4) did not help
+ *     either (doc/results/h200/matmul.md).
  *   - Epilogue: accumulators -> the input dtype -> a padded shared-memory
  *     tile (conflict-free) -> 16-byte coalesced global stores inside C.
  * TMA needs 16-byte aligned rows, so this path takes K % 8 == 0 and
@@ -43,14 +47,14 @@
 #include "autokernel.h"
 
 /*
- * Tunables.  WGMMA 1 selects the Hopper kernel below for f16/bf16; 0 keeps
- * every f16/bf16 shape on the mma.sync kernel.  (The wgmma kernel compiles
- * for sm_90a, but had not yet passed the five stages on an H200 when it was
- * written: it is off until a commit turning it on is kept.)
+ * Tunables.  WGMMA 1 selects the Hopper kernel below for f16/bf16 (on
+ * devices without wgmma, build for their arch: that kernel is compiled only
+ * for sm_90a); 0 keeps every f16/bf16 shape on the mma.sync kernel (65.8 us
+ * at 2048^3 on the H200).
  */
-#define WGMMA 0     /* autokernel: tune 0,1 */
+#define WGMMA 1     /* autokernel: tune 0,1 */
 #define STAGES 4    /* autokernel: tune 3,4 */
-#define CLUSTER 2   /* autokernel: tune 1,2 */
+#define CLUSTER 1   /* autokernel: tune 1,2 */
 
 #define BN 256                          /* tile columns (one m64n256k16 per k16) */
 #define BM 128                          /* two consumer warpgroups x 64 rows */
@@ -269,6 +273,7 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 	   const __grid_constant__ CUtensorMap tmB,
 	   T *__restrict__ C, int M, int N, int K)
 {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)     /* wgmma, TMA, clusters: sm_90a only */
 	extern __shared__ unsigned char smem_raw[];
 	const uint32_t raw = smem_u32(smem_raw);
 	const uint32_t base = (raw + 1023) & ~1023u;
@@ -378,6 +383,7 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 	/* a block's shared memory must outlive its peer's remote arrives */
 	if constexpr (CM > 1)
 		cluster_sync();
+#endif /* sm_90a */
 }
 
 #endif /* WGMMA */
@@ -705,6 +711,23 @@ static int launch_mma(const T *A, const T *B, T *C, int M, int N, int K, cudaStr
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
+/* wgmma needs compute capability 9.0 (the build targets sm_90a there). */
+static bool have_wgmma(void)
+{
+	static int cc = -1;
+
+	if (cc < 0) {
+		int dev = 0, major = 0;
+
+		if (cudaGetDevice(&dev) != cudaSuccess ||
+		    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+					   dev) != cudaSuccess)
+			major = 0;
+		cc = major;
+	}
+	return cc == 9;
+}
+
 template <typename T>
 static int run(const struct ak_args *a)
 {
@@ -728,7 +751,7 @@ static int run(const struct ak_args *a)
 		const bool vec = K % 8 == 0 && N % 8 == 0 &&
 				 (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15) == 0;
 #if WGMMA
-		if (vec) {
+		if (vec && have_wgmma()) {
 			const int rc = launch_wgmma<T>(A, B, C, M, N, K, st);
 			if (rc <= 0)
 				return rc;

@@ -1,12 +1,27 @@
 /*
  * reduce: y[r] = sum of x[r,:], f32 accumulation.
  *
- * A group of GROUP threads owns one row; a block holds BLOCK/GROUP rows.
- * Each thread streams its share of the row with UNROLL independent 16-byte
- * loads in flight (when the row length and pointer allow 16-byte access),
- * so the kernel runs at HBM speed with one read of x.  The group sum is a
- * warp shuffle plus a fixed-order pass over the group's warps: bitwise
- * deterministic.
+ * Why it is fast: it is a pure read of x, so the kernel's only job is to
+ * keep HBM busy from the first cycle to the last.  A group of G threads
+ * owns a row and covers it in as few trips as possible: G is the smallest
+ * power of two (32 to MAXG) for which G threads x UNROLL 16-byte loads hold
+ * the whole row, so most rows are read in ONE round trip to memory, with
+ * every load of a thread issued before the first add.  The kernel is
+ * compiled for at most 64 registers at 1024 threads per multiprocessor
+ * (the launch bound): an earlier version let ptxas aim at 2048 threads,
+ * which squeezed it to 32 registers and made it interleave loads and adds,
+ * so only part of a thread's loads were in flight (slow on short,
+ * latency-bound shapes).
+ * Rows per block shrink when there are too few rows to give every
+ * multiprocessor several blocks (1x4096, 64x8192, 256x32768 get one row
+ * per block, 2048x2048 one warp per row), and stay at BLOCK/G otherwise
+ * (8192x8192 f16: G = 128, two rows per block, each thread 8 x 16 B).
+ *
+ * Each thread keeps UNROLL independent partial sums; the group sum is a
+ * warp butterfly plus, for groups wider than a warp, a fixed-order pass
+ * over the group's warps: bitwise deterministic, no atomics.  Rows that
+ * are not a multiple of 16 bytes (or a misaligned x) take the same kernel
+ * one element per load.
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -16,8 +31,12 @@
 #include "autokernel.h"
 
 #define BLOCK 256  /* autokernel: tune 128,256,512,1024 */
-#define GROUP 256  /* autokernel: tune 32,64,128,256,512,1024 if GROUP <= BLOCK */
-#define UNROLL 4   /* autokernel: tune 1,2,4,8 */
+#define MAXG 1024  /* autokernel: tune 128,256,512,1024 */
+#define UNROLL 8   /* autokernel: tune 4,8 */
+#define FILL 4     /* autokernel: tune 2,4,8 */
+
+/* Threads per multiprocessor the launch bounds are written for: 64 regs. */
+#define SM_THREADS 1024
 
 static __device__ __forceinline__ float to_f32(float x) { return x; }
 static __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
@@ -27,86 +46,153 @@ template <> __device__ __forceinline__ float from_f32<float>(float x) { return x
 template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
-/* VEC elements at p into f; one 16-byte access when VEC fills 16 bytes. */
-template <typename T, int VEC>
-static __device__ __forceinline__ void load_vec(const T *p, float *f)
+/*
+ * 16 bytes at p when ok, else zeros: one predicated load, no branch, so
+ * every load of a thread goes out back to back.  x is read once: no L1
+ * allocation.
+ */
+static __device__ __forceinline__ uint4 ld_stream(const void *p, bool ok)
 {
-	if constexpr (VEC * sizeof(T) == 16) {
-		uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
-		const T *e = reinterpret_cast<const T *>(&u);
-#pragma unroll
-		for (int j = 0; j < VEC; j++)
-			f[j] = to_f32(e[j]);
-	} else {
-#pragma unroll
-		for (int j = 0; j < VEC; j++)
-			f[j] = to_f32(p[j]);
-	}
+	uint4 u;
+	asm("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %5, 0;\n\t"
+	    "mov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\tmov.b32 %2, 0;\n\tmov.b32 %3, 0;\n\t"
+	    "@q ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n\t}"
+	    : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "l"(p), "r"((int)ok));
+	return u;
 }
 
-struct op_sum { __device__ float operator()(float a, float b) const { return a + b; } };
-struct op_max { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };
+/* One element at p when ok, else 0 (VEC == 1 path: ragged or misaligned). */
+template <typename T>
+static __device__ __forceinline__ float ld_one(const T *p, bool ok)
+{
+	return ok ? to_f32(__ldg(p)) : 0.f;
+}
+
+/* Sum of the VEC elements of T in a 16-byte word. */
+template <typename T>
+static __device__ __forceinline__ float sum16(uint4 u)
+{
+	const T *e = reinterpret_cast<const T *>(&u);
+	constexpr int VEC = 16 / sizeof(T);
+	float s = 0.f;
+#pragma unroll
+	for (int j = 0; j < VEC; j++)
+		s += to_f32(e[j]);
+	return s;
+}
+
+/* Threads a block of the G-wide kernel may have (the launch bound). */
+template <int G> struct tb { static constexpr int n = G > BLOCK ? G : BLOCK; };
 
 /*
- * Reduces v over the GROUP consecutive threads of a row; every thread of the
- * group gets the same bits.  All threads of the block must call it.
+ * Sum over the G consecutive threads of a row, in a fixed order.  Every
+ * thread of the block calls it once.
  */
-template <class Op>
-static __device__ __forceinline__ float group_reduce(float v, float *red, Op op)
+template <int G>
+static __device__ __forceinline__ float group_sum(float v)
 {
-	constexpr int W = GROUP < 32 ? GROUP : 32;
 #pragma unroll
-	for (int o = W / 2; o > 0; o /= 2)
-		v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-	if constexpr (GROUP > 32) {
-		constexpr int NW = GROUP / 32;
+	for (int o = 16; o > 0; o /= 2)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	if constexpr (G > 32) {
+		constexpr int NW = G / 32;
+		__shared__ float red[tb<G>::n / 32];
 		const int warp = threadIdx.x / 32, first = warp / NW * NW;
-		__syncthreads();        /* red may still be read by a previous call */
+
 		if (threadIdx.x % 32 == 0)
 			red[warp] = v;
 		__syncthreads();
 		v = red[first];
 #pragma unroll
 		for (int i = 1; i < NW; i++)
-			v = op(v, red[first + i]);
+			v += red[first + i];
 	}
 	return v;
 }
 
-
-template <typename T, int VEC>
-__global__ void __launch_bounds__(BLOCK)
+/*
+ * G threads a row, blockDim.x / G rows a block.  VEC > 1: 16-byte loads
+ * (C % VEC == 0, x aligned); VEC == 1: one element per load.
+ */
+template <typename T, int VEC, int G>
+__global__ void __launch_bounds__(tb<G>::n, SM_THREADS / tb<G>::n)
 reduce_rows(const T *__restrict__ x, T *__restrict__ y, int64_t R, int64_t C)
 {
-	__shared__ float red[BLOCK / 32];
-	const int64_t row = (int64_t)blockIdx.x * (BLOCK / GROUP) + threadIdx.x / GROUP;
-	const int t = threadIdx.x % GROUP;
+	const int64_t row = (int64_t)blockIdx.x * (blockDim.x / G) + threadIdx.x / G;
+	const int t = threadIdx.x % G;
 	const bool live = row < R;
-	const int64_t nv = live ? C / VEC : 0, off = (live ? row : 0) * C;
-	float s = 0.f;
+	const int64_t nv = live ? C / VEC : 0;
+	const T *xr = x + (live ? row : 0) * C;
+	float part[UNROLL];
 
-	for (int64_t base = t; base < nv; base += (int64_t)GROUP * UNROLL) {
-		float f[UNROLL][VEC];
 #pragma unroll
-		for (int u = 0; u < UNROLL; u++) {
-			const int64_t i = base + (int64_t)u * GROUP;
-			if (i < nv) {
-				load_vec<T, VEC>(x + off + i * VEC, f[u]);
-			} else {
+	for (int u = 0; u < UNROLL; u++)
+		part[u] = 0.f;
+	for (int64_t base = t; base < nv; base += (int64_t)G * UNROLL) {
+		if constexpr (VEC > 1) {
+			uint4 f[UNROLL];
 #pragma unroll
-				for (int j = 0; j < VEC; j++)
-					f[u][j] = 0.f;
+			for (int u = 0; u < UNROLL; u++) {
+				const int64_t i = base + (int64_t)u * G;
+				f[u] = ld_stream(xr + i * VEC, i < nv);
 			}
+#pragma unroll
+			for (int u = 0; u < UNROLL; u++)
+				part[u] += sum16<T>(f[u]);
+		} else {
+			float f[UNROLL];
+#pragma unroll
+			for (int u = 0; u < UNROLL; u++) {
+				const int64_t i = base + (int64_t)u * G;
+				f[u] = ld_one(xr + i, i < nv);
+			}
+#pragma unroll
+			for (int u = 0; u < UNROLL; u++)
+				part[u] += f[u];
 		}
-#pragma unroll
-		for (int u = 0; u < UNROLL; u++)
-#pragma unroll
-			for (int j = 0; j < VEC; j++)
-				s += f[u][j];
 	}
-	s = group_reduce(s, red, op_sum());
+	float s = 0.f;
+#pragma unroll
+	for (int u = 0; u < UNROLL; u++)
+		s += part[u];
+	s = group_sum<G>(s);
 	if (live && t == 0)
 		y[row] = from_f32<T>(s);
+}
+
+/* Multiprocessors of the current device (asked once). */
+static int sm_count(void)
+{
+	static int n;
+	int dev;
+
+	if (!n && (cudaGetDevice(&dev) != cudaSuccess ||
+		   cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess))
+		n = 132;
+	return n;
+}
+
+/*
+ * Launches the G-wide kernel with the smallest G (32 .. MAXG) that covers
+ * a row of nv loads in one trip, or MAXG.  Rows per block: BLOCK / G,
+ * halved while that leaves fewer than FILL blocks per multiprocessor.
+ */
+template <typename T, int VEC, int G>
+static void launch(const T *x, T *y, int64_t R, int64_t C, cudaStream_t st)
+{
+	const int64_t nv = C / VEC;
+
+	if constexpr (G < MAXG) {
+		if (nv > (int64_t)G * UNROLL) {
+			launch<T, VEC, G * 2>(x, y, R, C, st);
+			return;
+		}
+	}
+	int rows = tb<G>::n / G;
+	while (rows > 1 && (R + rows - 1) / rows < (int64_t)FILL * sm_count())
+		rows /= 2;
+	const int64_t grid = (R + rows - 1) / rows;
+	reduce_rows<T, VEC, G><<<grid, rows * G, 0, st>>>(x, y, R, C);
 }
 
 static bool aligned16(const void *p)
@@ -124,14 +210,15 @@ static int run(const struct ak_args *a)
 	T *y = (T *)a->out[0].data;
 	cudaStream_t st = (cudaStream_t)a->stream;
 	constexpr int V = 16 / sizeof(T);
-	const int64_t grid = (R + BLOCK / GROUP - 1) / (BLOCK / GROUP);
 
 	if (R == 0)
 		return 0;
+	if (R >= ((int64_t)1 << 31))
+		return -1;
 	if (C % V == 0 && aligned16(x))
-		reduce_rows<T, V><<<grid, BLOCK, 0, st>>>(x, y, R, C);
+		launch<T, V, 32>(x, y, R, C, st);
 	else
-		reduce_rows<T, 1><<<grid, BLOCK, 0, st>>>(x, y, R, C);
+		launch<T, 1, 32>(x, y, R, C, st);
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 

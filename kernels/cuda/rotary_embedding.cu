@@ -3,12 +3,16 @@
  * with a = x[..,2i], b = x[..,2i+1]:
  *   y[..,2i] = a cos[s,i] - b sin[s,i],  y[..,2i+1] = a sin[s,i] + b cos[s,i].
  *
- * A block takes ROWS consecutive rows; its threads walk the rows' pairs in
- * chunks of VP pairs, so each thread does one 16-byte load and store of x/y
- * and two 8-byte loads of cos/sin (which stay in L2: S x D/2 is small) when
- * D/2 is a multiple of VP and the pointers are aligned; else one pair at a
- * time.  The grid is 1D over row blocks, so B*H*S may exceed 65535.  Pure
- * streaming: x read once, y written once, f32 math.
+ * Why it is fast: it is a copy with a little arithmetic, so it is written
+ * like one.  x is viewed as a flat array of chunks of 16 bytes (VP pairs);
+ * a block owns BLOCK * ITEMS consecutive chunks and each thread issues its
+ * ITEMS 16-byte loads of x (coalesced across the warp, skipping L1) and its
+ * 8-byte loads of cos and sin (S x D/2 is small: they stay in L2 and L1)
+ * before it does any arithmetic, so many bytes are in flight per SM.  The
+ * row and position of a chunk come from multiply-shift division by
+ * constants computed on the host, not from integer division.  f32 math, y
+ * written once with 16-byte stores.  Shapes whose D/2 is not a multiple of
+ * VP, or misaligned pointers, take the same kernel one pair at a time.
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -16,8 +20,9 @@
 #include <stdint.h>
 #include "autokernel.h"
 
-#define BLOCK 256  /* autokernel: tune 64,128,256,512,1024 */
-#define ROWS 16    /* autokernel: tune 1,2,4,8,16,32,64 */
+#define BLOCK 256  /* autokernel: tune 64,128,256,512 */
+#define ITEMS 2    /* autokernel: tune 1,2,4,8 */
+#define STREAM 1   /* autokernel: tune 0,1 */
 
 static __device__ __forceinline__ float to_f32(float x) { return x; }
 static __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
@@ -27,87 +32,180 @@ template <> __device__ __forceinline__ float from_f32<float>(float x) { return x
 template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
-/* N elements at p into f: one 16- or 8-byte access when VEC and N fills it. */
-template <typename T, int N, bool VEC>
-static __device__ __forceinline__ void load_n(const T *p, float *f)
+/* Two floats rounded to T and packed in 32 bits. */
+template <typename T> static __device__ __forceinline__ uint32_t pack2(float a, float b);
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float a, float b)
 {
-	if constexpr (VEC && N * sizeof(T) == 16) {
-		uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
-		const T *e = reinterpret_cast<const T *>(&u);
-#pragma unroll
-		for (int j = 0; j < N; j++)
-			f[j] = to_f32(e[j]);
-	} else if constexpr (VEC && N * sizeof(T) == 8) {
-		uint2 u = __ldg(reinterpret_cast<const uint2 *>(p));
-		const T *e = reinterpret_cast<const T *>(&u);
-#pragma unroll
-		for (int j = 0; j < N; j++)
-			f[j] = to_f32(e[j]);
-	} else {
-#pragma unroll
-		for (int j = 0; j < N; j++)
-			f[j] = to_f32(p[j]);
-	}
+	__half2 h = __floats2half2_rn(a, b);
+	return *reinterpret_cast<uint32_t *>(&h);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b)
+{
+	__nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+	return *reinterpret_cast<uint32_t *>(&h);
 }
 
-template <typename T, int N, bool VEC>
-static __device__ __forceinline__ void store_n(T *p, const float *f)
+/* 16 bytes of x, read once: skip L1 so that cos and sin stay there. */
+static __device__ __forceinline__ uint4 ld_x(const void *p)
 {
-	if constexpr (VEC && N * sizeof(T) == 16) {
-		uint4 u;
-		T *e = reinterpret_cast<T *>(&u);
-#pragma unroll
-		for (int j = 0; j < N; j++)
-			e[j] = from_f32<T>(f[j]);
-		*reinterpret_cast<uint4 *>(p) = u;
-	} else {
-#pragma unroll
-		for (int j = 0; j < N; j++)
-			p[j] = from_f32<T>(f[j]);
-	}
+	uint4 u;
+	if (STREAM)
+		asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+		    : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "l"(p));
+	else
+		u = __ldg(reinterpret_cast<const uint4 *>(p));
+	return u;
+}
+
+/* n / d and n % d for n < 2^31 by multiply and shift (d fixed per launch). */
+struct fastdiv {
+	uint32_t d, mul, shift;
+};
+
+static struct fastdiv fastdiv_make(uint32_t d)
+{
+	struct fastdiv f;
+	uint32_t l = 0;
+
+	while (l < 32 && ((uint64_t)1 << l) < d)
+		l++;
+	f.d = d;
+	f.shift = l;
+	f.mul = (uint32_t)((((uint64_t)1 << 32) * (((uint64_t)1 << l) - d)) / d + 1);
+	return f;
+}
+
+static __device__ __forceinline__ uint32_t fdiv(uint32_t n, const struct fastdiv &f)
+{
+	return (__umulhi(n, f.mul) + n) >> f.shift;
 }
 
 struct rope_args {
 	const void *x, *cos, *sin;
 	void *y;
-	int64_t rows;   /* B*H*S */
-	int S, half;    /* half = D/2 */
+	int64_t chunks;         /* chunks of VP pairs in x */
+	struct fastdiv cpr, S;  /* chunks per row, sequence length */
+	int half;               /* D/2 */
 };
 
-/* VP pairs per work item; VP > 1 only when every access is aligned. */
-template <typename T, int VP>
-__global__ void __launch_bounds__(BLOCK) rope(struct rope_args p)
+/*
+ * VP pairs per chunk (16 bytes of x when VP > 1; then every access is
+ * aligned).  BIG: the chunk count may exceed 2^31, so divide in 64 bits.
+ */
+template <typename T, int VP, bool BIG, bool FULL>
+static __device__ __forceinline__ void rope_block(const struct rope_args &p)
 {
-	const T *x = (const T *)p.x, *cs = (const T *)p.cos, *sn = (const T *)p.sin;
-	T *y = (T *)p.y;
-	const int64_t r0 = (int64_t)blockIdx.x * ROWS;
-	const int nrows = (int)min((int64_t)ROWS, p.rows - r0);
-	const int cpr = p.half / VP;            /* chunks per row */
-	const int s0 = (int)(r0 % p.S);
+	const T *__restrict__ x = (const T *)p.x;
+	const T *__restrict__ cs = (const T *)p.cos;
+	const T *__restrict__ sn = (const T *)p.sin;
+	T *__restrict__ y = (T *)p.y;
+	const int64_t c0 = (int64_t)blockIdx.x * (BLOCK * ITEMS) + threadIdx.x;
+	float v[ITEMS][2 * VP], cf[ITEMS][VP], sf[ITEMS][VP];
 
-	for (int w = threadIdx.x; w < nrows * cpr; w += BLOCK) {
-		const int rl = w / cpr, c = w - rl * cpr;
-		const int s = (s0 + rl) % p.S;
-		const int64_t xo = (r0 + rl) * 2 * p.half + (int64_t)c * 2 * VP;
-		const int64_t co = (int64_t)s * p.half + (int64_t)c * VP;
-		float v[2 * VP], cf[VP], sf[VP];
+#pragma unroll
+	for (int k = 0; k < ITEMS; k++) {
+		const int64_t c = c0 + (int64_t)k * BLOCK;
+		int64_t row, s, col;
 
-		load_n<T, 2 * VP, (VP > 1)>(x + xo, v);
-		load_n<T, VP, (VP > 1)>(cs + co, cf);
-		load_n<T, VP, (VP > 1)>(sn + co, sf);
+		if (!FULL && c >= p.chunks)
+			continue;
+		if (BIG) {
+			row = c / p.cpr.d;
+			s = row % p.S.d;
+		} else {
+			row = fdiv((uint32_t)c, p.cpr);
+			s = (uint32_t)row - fdiv((uint32_t)row, p.S) * p.S.d;
+		}
+		col = c - row * p.cpr.d;            /* chunk within the row */
+		const int64_t co = s * p.half + col * VP;
+
+		if constexpr (VP > 1) {
+			const uint4 u = ld_x(x + c * 2 * VP);
+			const T *e = reinterpret_cast<const T *>(&u);
+#pragma unroll
+			for (int j = 0; j < 2 * VP; j++)
+				v[k][j] = to_f32(e[j]);
+			if constexpr (sizeof(T) == 2) {
+				const uint2 cu = __ldg(reinterpret_cast<const uint2 *>(cs + co));
+				const uint2 su = __ldg(reinterpret_cast<const uint2 *>(sn + co));
+				const T *ce = reinterpret_cast<const T *>(&cu);
+				const T *se = reinterpret_cast<const T *>(&su);
+#pragma unroll
+				for (int j = 0; j < VP; j++) {
+					cf[k][j] = to_f32(ce[j]);
+					sf[k][j] = to_f32(se[j]);
+				}
+			} else {
+				const float2 cu = __ldg(reinterpret_cast<const float2 *>(cs + co));
+				const float2 su = __ldg(reinterpret_cast<const float2 *>(sn + co));
+				cf[k][0] = cu.x;
+				cf[k][1] = cu.y;
+				sf[k][0] = su.x;
+				sf[k][1] = su.y;
+			}
+		} else {
+			v[k][0] = to_f32(x[c * 2]);
+			v[k][1] = to_f32(x[c * 2 + 1]);
+			cf[k][0] = to_f32(cs[co]);
+			sf[k][0] = to_f32(sn[co]);
+		}
+	}
+#pragma unroll
+	for (int k = 0; k < ITEMS; k++) {
+		const int64_t c = c0 + (int64_t)k * BLOCK;
+		float o[2 * VP];
+
+		if (!FULL && c >= p.chunks)
+			continue;
 #pragma unroll
 		for (int j = 0; j < VP; j++) {
-			const float a = v[2 * j], b = v[2 * j + 1];
-			v[2 * j] = a * cf[j] - b * sf[j];
-			v[2 * j + 1] = a * sf[j] + b * cf[j];
+			const float a = v[k][2 * j], b = v[k][2 * j + 1];
+			o[2 * j] = a * cf[k][j] - b * sf[k][j];
+			o[2 * j + 1] = a * sf[k][j] + b * cf[k][j];
 		}
-		store_n<T, 2 * VP, (VP > 1)>(y + xo, v);
+		if constexpr (VP == 1) {
+			y[c * 2] = from_f32<T>(o[0]);
+			y[c * 2 + 1] = from_f32<T>(o[1]);
+		} else if constexpr (sizeof(T) == 4) {
+			*reinterpret_cast<float4 *>(y + c * 2 * VP) =
+				make_float4(o[0], o[1], o[2], o[3]);
+		} else {
+			uint4 u;
+			u.x = pack2<T>(o[0], o[1]);
+			u.y = pack2<T>(o[2], o[3]);
+			u.z = pack2<T>(o[4], o[5]);
+			u.w = pack2<T>(o[6], o[7]);
+			*reinterpret_cast<uint4 *>(y + c * 2 * VP) = u;
+		}
 	}
+}
+
+/* Whole blocks take the unguarded path: no branch between their loads. */
+template <typename T, int VP, bool BIG>
+__global__ void __launch_bounds__(BLOCK) rope(struct rope_args p)
+{
+	if ((int64_t)(blockIdx.x + 1) * (BLOCK * ITEMS) <= p.chunks)
+		rope_block<T, VP, BIG, true>(p);
+	else
+		rope_block<T, VP, BIG, false>(p);
 }
 
 static bool aligned(const void *p, uintptr_t n)
 {
 	return ((uintptr_t)p & (n - 1)) == 0;
+}
+
+template <typename T, int VP>
+static void launch(struct rope_args &p, cudaStream_t st)
+{
+	const int64_t rows = p.chunks / (p.half / VP);
+	const int64_t grid = (p.chunks + BLOCK * ITEMS - 1) / (BLOCK * ITEMS);
+
+	p.cpr = fastdiv_make((uint32_t)(p.half / VP));
+	if (p.chunks < ((int64_t)1 << 31) && rows < ((int64_t)1 << 31))
+		rope<T, VP, false><<<grid, BLOCK, 0, st>>>(p);
+	else
+		rope<T, VP, true><<<grid, BLOCK, 0, st>>>(p);
 }
 
 template <typename T>
@@ -123,19 +221,23 @@ static int run(const struct ak_args *a)
 	p.cos = a->in[1].data;
 	p.sin = a->in[2].data;
 	p.y = a->out[0].data;
-	p.S = (int)xt->shape[2];
 	p.half = (int)(xt->shape[3] / 2);
-	p.rows = xt->shape[0] * xt->shape[1] * xt->shape[2];
-	if (p.rows == 0 || p.half == 0)
+	const int64_t rows = xt->shape[0] * xt->shape[1] * xt->shape[2];
+	if (rows == 0 || p.half == 0)
 		return 0;
+	if (xt->shape[2] >= ((int64_t)1 << 31) || p.half >= (1 << 30))
+		return -1;
+	p.S = fastdiv_make((uint32_t)xt->shape[2]);
 
-	const int64_t grid = (p.rows + ROWS - 1) / ROWS;
 	cudaStream_t st = (cudaStream_t)a->stream;
 	if (p.half % VP == 0 && aligned(p.x, 16) && aligned(p.y, 16) &&
-	    aligned(p.cos, 8) && aligned(p.sin, 8))
-		rope<T, VP><<<grid, BLOCK, 0, st>>>(p);
-	else
-		rope<T, 1><<<grid, BLOCK, 0, st>>>(p);
+	    aligned(p.cos, 8) && aligned(p.sin, 8)) {
+		p.chunks = rows * (p.half / VP);
+		launch<T, VP>(p, st);
+	} else {
+		p.chunks = rows * p.half;
+		launch<T, 1>(p, st);
+	}
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
