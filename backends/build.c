@@ -67,7 +67,10 @@ static void compile_args(struct strvec *a, const char *backend,
 	} else if (!strcmp(backend, "cuda")) {
 		const char *sm = arch && *arch ? arch : "sm_90";
 
-		strvec_pushl(a, "-O3", "-lineinfo", "-shared",
+		/* --threads 2: nvcc runs the host chain (cudafe++, the host
+		 * compiler) beside the device chain (cicc, ptxas) instead of
+		 * after it; a build is what an agent waits for most. */
+		strvec_pushl(a, "-O3", "-lineinfo", "--threads", "2", "-shared",
 			     "-Xcompiler", "-fPIC", NULL);
 		/* A kernel is built for the device it runs on, so Hopper's
 		 * arch-specific instructions (wgmma, setmaxnreg) are fair:
@@ -147,6 +150,7 @@ int build_kernel(struct strbuf *so, struct strbuf *log, struct strbuf *status,
 {
 	struct child c = CHILD_INIT;
 	struct strbuf inc = STRBUF_INIT, dir = STRBUF_INIT, tmp = STRBUF_INIT;
+	struct strbuf scratch = STRBUF_INIT;
 	char hex[GIT_OID_HEXSZ + 1], why[128];
 	const char *ver;
 	struct stat st;
@@ -182,12 +186,21 @@ int build_kernel(struct strbuf *so, struct strbuf *log, struct strbuf *status,
 	 * same kernel never see a half-written object. */
 	strbuf_addf(&tmp, "%s/%s.%d.tmp.so", dir.buf, hex, (int)getpid());
 	strvec_pushl(&c.args, "-o", tmp.buf, src, NULL);
+	/* The compiler's own scratch files go to a private TMPDIR that is
+	 * removed after: hipcc leaves an empty /tmp/kernel-* per build. */
+	strbuf_addf(&scratch, "%s/tmp-XXXXXX", dir.buf);
+	if (mkdtemp(scratch.buf))
+		strvec_pushf(&c.env, "TMPDIR=%s", scratch.buf);
+	else
+		strbuf_reset(&scratch);
 	link_args(&c.args, backend);
 	c.capture = 1;
 	c.merge_err = 1;
 	c.no_stdin = 1;
 	c.timeout_ms = timeout_ms;
 	rc = run_child(&c);
+	if (scratch.len)
+		remove_tree(scratch.buf);
 	strbuf_add(log, c.out.buf, c.out.len);
 	if (rc != 0) {
 		child_describe(&c, rc, why, sizeof(why));
@@ -203,5 +216,6 @@ cleanup:
 	strbuf_release(&inc);
 	strbuf_release(&dir);
 	strbuf_release(&tmp);
+	strbuf_release(&scratch);
 	return ret;
 }

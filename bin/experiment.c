@@ -172,13 +172,18 @@ static void reject(struct judging *x, const char *reason)
 	json_object_set_new(x->res, "verdict", json_string(x->verdict.buf));
 }
 
-/* Build and the five stages of the candidate; 0 passed, 1 rejected. */
+/* Build and the five stages of the candidate; 0 passed, 1 rejected, 3
+ * no device or toolchain (after an error message). */
 static int judge_candidate(struct judging *x)
 {
 	json_t *vr = NULL;
 	long long t0 = now_ns();
 	int rc = judge_build(&x->j, &x->cand, 0, &x->verdict);
 
+	if (rc == 3)
+		return 3;
+	/* the device the runner found, now that it said hello */
+	json_object_set(x->res, "device", x->j.device);
 	fprintf(x->out, "  build        %-4s %6.2f s\n", rc ? "FAIL" : "ok",
 		(now_ns() - t0) / 1e9);
 	if (rc == 1) {
@@ -315,7 +320,9 @@ int experiment_judge(json_t **res, const char *name, const git_oid *tree,
 		x.cand.p.kernel, x.baseline ? "as the baseline" :
 		"against HEAD", judge_device_name(&x.j));
 	result_base(&x);
-	if (judge_candidate(&x))
+	if ((rc = judge_candidate(&x)) == 3)
+		goto cleanup;
+	if (rc)
 		goto done;
 	if (!x.baseline && (rc = load_others(&x)))
 		goto cleanup;
@@ -324,6 +331,8 @@ int experiment_judge(json_t **res, const char *name, const git_oid *tree,
 	decide(&x);
 done:
 	json_object_set_new(x.res, "seconds", json_real((now_ns() - t0) / 1e9));
+	fprintf(out, "  judged in %.2f s (%.2f s of it waiting for the device "
+		"to start)\n", (now_ns() - t0) / 1e9, x.j.waited);
 	/* the build's log was shown above: its first line is enough here */
 	fprintf(out, "  verdict: %s: %.*s\n", json_is_true(json_object_get(
 		x.res, "keep")) ? "keep" : "reject",

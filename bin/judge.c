@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "build.h"
 #include "judge.h"
@@ -143,11 +144,21 @@ void candidate_release(struct candidate *c)
 	c->tmpdir = c->so = NULL;
 }
 
+/* The last hello of this machine's runner for a backend, in the cache. */
+static void hello_path(struct strbuf *path, const char *backend)
+{
+	char host[256] = "";
+
+	if (gethostname(host, sizeof(host) - 1) < 0)
+		snprintf(host, sizeof(host), "unknown");
+	strbuf_addf(path, "%s/hello-%s-%s.json", ak_cachedir(), backend, host);
+}
+
 int judge_start(struct judge *j, const char *backend)
 {
-	struct strbuf why = STRBUF_INIT;
+	struct strbuf why = STRBUF_INIT, path = STRBUF_INIT;
 	char runner[PATH_MAX + 64];
-	int r;
+	json_t *last;
 
 	snprintf(j->backend, sizeof(j->backend), "%s", backend);
 	verify_set_threads(strcmp(backend, "host") ? (int)sysconf(
@@ -160,16 +171,65 @@ int judge_start(struct judge *j, const char *backend)
 		      !strcmp(backend, "cuda") ? "CUDA" : backend);
 		return 3;
 	}
-	r = runner_start(&j->r, backend, config_timeout_ms(), &why);
-	if (r < 0) {
+	if (runner_spawn(&j->r, backend, config_timeout_ms(), &why) < 0) {
 		error("no %s device: %s", backend, why.buf);
 		strbuf_release(&why);
 		runner_stop(&j->r);
 		return 3;
 	}
-	j->device = json_incref(j->r.hello);
-	j->started = 1;
 	strbuf_release(&why);
+	j->started = 1;
+	j->pending = 1;
+	hello_path(&path, backend);
+	last = json_load_file(path.buf, 0, NULL);
+	strbuf_release(&path);
+	if (json_is_true(json_object_get(last, "ok"))) {
+		j->device = last;
+		return 0;
+	}
+	json_decref(last);
+	return judge_ready(j);
+}
+
+int judge_ready(struct judge *j)
+{
+	struct strbuf why = STRBUF_INIT, path = STRBUF_INIT;
+	char *text;
+
+	struct timespec t0, t1;
+	int rc;
+
+	if (!j->pending)
+		return j->started ? 0 : 3;
+	j->pending = 0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = runner_hello(&j->r, &why);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	j->waited += (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	if (rc < 0) {
+		error("no %s device: %s", j->backend, why.buf);
+		strbuf_release(&why);
+		runner_stop(&j->r);
+		j->started = 0;
+		return 3;
+	}
+	strbuf_release(&why);
+	/* ceilings read under the last hello's device name belong to
+	 * another device if the name changed: read them again */
+	if (strcmp(judge_device_name(j), json_string_value(json_object_get(
+		   j->r.hello, "name")) ? json_string_value(json_object_get(
+		   j->r.hello, "name")) : "unknown device")) {
+		json_decref(j->ceilings);
+		j->ceilings = NULL;
+	}
+	json_decref(j->device);
+	j->device = json_incref(j->r.hello);
+	hello_path(&path, j->backend);
+	text = json_dumps(j->device, JSON_INDENT(2) | JSON_SORT_KEYS);
+	if (text && mkdir_p(ak_cachedir()) == 0)
+		write_file_atomic(path.buf, text, strlen(text));
+	free(text);
+	strbuf_release(&path);
 	return 0;
 }
 
@@ -189,7 +249,7 @@ int judge_build(struct judge *j, struct candidate *c, int slot,
 	struct strbuf so = STRBUF_INIT, log = STRBUF_INIT, why = STRBUF_INIT;
 	struct strbuf status = STRBUF_INIT;
 	const char *arch = json_string_value(json_object_get(j->device, "arch"));
-	char *conf = NULL;
+	char *conf = NULL, used[64];
 	int cached, r, ret = 0;
 
 	if (!strcmp(c->p.backend, "host"))
@@ -198,8 +258,26 @@ int judge_build(struct judge *j, struct candidate *c, int slot,
 				       "autokernel.hip.arch" :
 				       "autokernel.cuda.arch", NULL)))
 		arch = conf;
+	snprintf(used, sizeof(used), "%s", arch ? arch : "");
 	r = build_kernel(&so, &log, &status, c->p.backend, c->src, arch,
 			 5 * 60 * 1000, &cached);
+	/* built for the last hello's device while the runner started: if
+	 * the device it found is another, build again for that one */
+	if (r >= 0 && slot >= 0 && j->pending) {
+		if (judge_ready(j)) {
+			ret = 3;
+			goto cleanup;
+		}
+		arch = json_string_value(json_object_get(j->device, "arch"));
+		if (!conf && strcmp(c->p.backend, "host") &&
+		    strcmp(used, arch ? arch : "")) {
+			free(conf);
+			strbuf_release(&so);
+			strbuf_release(&log);
+			strbuf_release(&status);
+			return judge_build(j, c, slot, verdict);
+		}
+	}
 	if (r == -2) {
 		error("%s toolchain missing: %s", c->p.backend, log.buf);
 		ret = 3;
@@ -218,6 +296,7 @@ int judge_build(struct judge *j, struct candidate *c, int slot,
 		c->so = strbuf_detach(&so, NULL);
 		c->cached = cached;
 	}
+cleanup:
 	free(conf);
 	strbuf_release(&so);
 	strbuf_release(&log);
@@ -261,6 +340,8 @@ json_t *judge_ceilings(struct judge *j, int remeasure)
 		if (j->ceilings)
 			goto done;
 	}
+	if (judge_ready(j))
+		goto done;
 	req = json_pack("{s:s}", "req", "ceilings");
 	res = runner_request(&j->r, req, 300000, &why);
 	json_decref(req);

@@ -44,14 +44,23 @@ void candidate_release(struct candidate *c);
 struct judge {
 	struct runner r;
 	char backend[16];
-	json_t *device;         /* the runner's hello */
+	json_t *device;         /* the runner's hello (or, while pending, the
+				 * last one on this machine) */
 	json_t *ceilings;       /* copy bandwidth, matrix rates */
 	int started;
+	int pending;            /* hello not yet asked: see judge_ready() */
+	double waited;          /* seconds judge_ready() waited for hello */
 };
 #define JUDGE_INIT { .r = RUNNER_INIT }
 
-/* 0, or 3 (no device, runner missing) after an error message. */
+/* 0, or 3 (no device, runner missing) after an error message.  The
+ * runner opens its device in the background; where this machine has said
+ * hello before, that hello stands in (for the arch to build for and the
+ * device's name) until judge_ready(), which judge_build() calls before it
+ * loads a kernel: a build overlaps the device's start. */
 int judge_start(struct judge *j, const char *backend);
+/* Waits for the runner's hello: 0, or 3 (no device) after an error. */
+int judge_ready(struct judge *j);
 void judge_stop(struct judge *j);
 
 /* Builds c (cached) and loads it into slot (none when slot < 0, which

@@ -60,7 +60,7 @@ for backend in cuda hip; do
 		"$backend" "$s" | tee -a "$table"
 	printf "%-5s softmax one experiment (build, 5 stages, A/B) %6.2f s\n" \
 		"$backend" "$e" | tee -a "$table"
-	grep -E "build |stage|bench |verdict|error" "$W/last.out" | sed 's/^/      /'
+	grep -E "build |smoke|sweep|stability|determinism|edge|bench |judged|verdict|error" "$W/last.out" | sed 's/^/      /'
 	cd "$SRC" || exit 1
 done
 echo

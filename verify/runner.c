@@ -74,15 +74,26 @@ static int spawn(struct runner *r, struct strbuf *why)
 	return 0;
 }
 
+int runner_spawn(struct runner *r, const char *backend, int timeout_ms,
+		 struct strbuf *why)
+{
+	snprintf(r->backend, sizeof(r->backend), "%s", backend);
+	r->timeout_ms = timeout_ms;
+	return spawn(r, why);
+}
+
 int runner_start(struct runner *r, const char *backend, int timeout_ms,
 		 struct strbuf *why)
 {
+	if (runner_spawn(r, backend, timeout_ms, why) < 0)
+		return -1;
+	return runner_hello(r, why);
+}
+
+int runner_hello(struct runner *r, struct strbuf *why)
+{
 	json_t *req, *res;
 
-	snprintf(r->backend, sizeof(r->backend), "%s", backend);
-	r->timeout_ms = timeout_ms;
-	if (spawn(r, why) < 0)
-		return -1;
 	req = json_pack("{s:s}", "req", "hello");
 	res = runner_request(r, req, 60000, why);
 	json_decref(req);

@@ -40,6 +40,11 @@ struct runner {
  * backend has no device (hello's error in why). */
 int runner_start(struct runner *r, const char *backend, int timeout_ms,
 		 struct strbuf *why);
+/* The same in two steps: the runner opens its device as soon as it is
+ * spawned, so a caller can compile while it does, then say hello. */
+int runner_spawn(struct runner *r, const char *backend, int timeout_ms,
+		 struct strbuf *why);
+int runner_hello(struct runner *r, struct strbuf *why);
 void runner_stop(struct runner *r);
 
 /* A mapping of at least size bytes shared with the runner. */
