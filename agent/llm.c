@@ -180,8 +180,8 @@ static void system_prompt(struct strbuf *sb, const struct agent_context *ctx)
 "must be bitwise deterministic run to run; every dtype and shape the "
 "problem lists must work, odd and tiny ones too. Never special-case the "
 "benchmark to skip work or reuse results across calls: inputs rotate "
-"between timed calls and a time under 80%% of the measured floor is "
-"rejected as impossible.\n",
+"between timed calls and a time faster than the device can move the "
+"bytes or do the flops is rejected as impossible.\n",
 		    ctx->p->backend, ctx->kernel_rel, ctx->kernel_rel, lang,
 		    ctx->kernel_rel);
 }

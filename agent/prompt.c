@@ -149,8 +149,9 @@ static void add_judging(struct strbuf *sb, const struct agent_context *ctx)
 		    "(A B A B ...), L2 flushed and inputs rotated between "
 		    "calls; the median counts. The floor is measured in the "
 		    "same run (a copy of the op's minimum traffic, or its "
-		    "flops at the measured matrix rate). A time under 80%% of "
-		    "the floor is rejected as impossible.\n4. Kept only if it "
+		    "flops at the measured matrix rate). A time faster than "
+		    "the device can move the bytes or do the flops is "
+		    "rejected as impossible.\n4. Kept only if it "
 		    "passes and beats the current best by more than the noise "
 		    "and by at least %.0f%%; otherwise it is saved as a "
 		    "rejected attempt and the file goes back.\n\n", shape,

@@ -94,12 +94,22 @@ static void add_driver(json_t *info)
 	 * "... UNIX Open Kernel Module for x86_64  580.159.04 ...": the first
 	 * word after "Kernel Module" made of digits and dots */
 	p = fgets(line, sizeof(line), f) ? strstr(line, "Kernel Module") : NULL;
-	for (p = p ? strtok(p + strlen("Kernel Module"), " \t\n") : NULL; p;
-	     p = strtok(NULL, " \t\n"))
-		if (isdigit((unsigned char)*p) && strspn(p, "0123456789.") == strlen(p)) {
-			json_object_set_new(info, "driver", json_string(p));
+	while (p && *p) {
+		size_t n;
+
+		p += strspn(p, " \t\n");
+		n = strcspn(p, " \t\n");
+		if (n && n < 64 && isdigit((unsigned char)*p) &&
+		    strspn(p, "0123456789.") == n) {
+			char ver[64];
+
+			memcpy(ver, p, n);
+			ver[n] = '\0';
+			json_object_set_new(info, "driver", json_string(ver));
 			break;
 		}
+		p += n;
+	}
 	fclose(f);
 }
 #endif

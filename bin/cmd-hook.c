@@ -143,16 +143,17 @@ static void reset_kernel(json_t *res)
 		goto cleanup;
 	strbuf_addf(&path, "%s%s", repo_workdir(), kernel);
 	write_file_atomic(path.buf, text.buf, text.len);
+	/* with a lock, read the real index, not the locked copy the
+	 * repository was handed by repo_hook_index(): git rolls back only
+	 * the copy */
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%sindex", repo_gitdir());
 	if (!file || !ends_with(file, ".lock")) {
 		if (repo_hook_index(&index) == 0 &&
 		    reset_index_entry(index, kernel) < 0)
 			warning("unable to reset '%s' in the index: %s", kernel,
 				repo_error());
-	} else if (strbuf_reset(&path), strbuf_addf(&path, "%sindex",
-						     repo_gitdir()),
-		   git_index_open(&index, path.buf) == 0) {
-		/* the real index, not the locked copy the repository was
-		 * handed by repo_hook_index(): git rolls back only the copy */
+	} else if (git_index_open(&index, path.buf) == 0) {
 		const git_index_entry *e = git_index_get_bypath(index, kernel, 0);
 		struct strbuf head = STRBUF_INIT;
 		git_oid id;

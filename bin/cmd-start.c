@@ -204,7 +204,8 @@ static void print_started(const char *branch, const char *name)
 static int device_answers(const char *backend)
 {
 	struct judge j = JUDGE_INIT;
-	int ok = !judge_start(&j, backend);
+	/* judge_start() may stand in the last hello: ask the runner */
+	int ok = !judge_start(&j, backend) && !judge_ready(&j);
 
 	judge_stop(&j);
 	return ok;

@@ -182,8 +182,11 @@ static int judge_candidate(struct judging *x)
 
 	if (rc == 3)
 		return 3;
-	/* the device the runner found, now that it said hello */
+	/* the device the runner found, now that it said hello, and its
+	 * ceilings (read again if it is not the one the cache named) */
 	json_object_set(x->res, "device", x->j.device);
+	if (judge_ceilings(&x->j, 0))
+		json_object_set(x->res, "ceilings", x->j.ceilings);
 	fprintf(x->out, "  build        %-4s %6.2f s\n", rc ? "FAIL" : "ok",
 		(now_ns() - t0) / 1e9);
 	if (rc == 1) {
@@ -316,6 +319,10 @@ int experiment_judge(json_t **res, const char *name, const git_oid *tree,
 	if ((rc = judge_start(&x.j, x.cand.p.backend)))
 		goto cleanup;
 	judge_ceilings(&x.j, 0);
+	if (!x.j.started) {             /* the device did not answer */
+		rc = 3;
+		goto cleanup;
+	}
 	fprintf(out, "autokernel: judging %s/%s (staged) %s on %s\n", name,
 		x.cand.p.kernel, x.baseline ? "as the baseline" :
 		"against HEAD", judge_device_name(&x.j));

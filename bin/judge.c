@@ -261,15 +261,18 @@ int judge_build(struct judge *j, struct candidate *c, int slot,
 	snprintf(used, sizeof(used), "%s", arch ? arch : "");
 	r = build_kernel(&so, &log, &status, c->p.backend, c->src, arch,
 			 5 * 60 * 1000, &cached);
-	/* built for the last hello's device while the runner started: if
-	 * the device it found is another, build again for that one */
-	if (r >= 0 && slot >= 0 && j->pending) {
+	/* A kernel to load needs the runner's hello.  If the build was for
+	 * the last hello's device and the runner found another, build (or
+	 * fail to build) again for the one it found. */
+	if (r != -2 && slot >= 0) {
+		int was_pending = j->pending;
+
 		if (judge_ready(j)) {
 			ret = 3;
 			goto cleanup;
 		}
 		arch = json_string_value(json_object_get(j->device, "arch"));
-		if (!conf && strcmp(c->p.backend, "host") &&
+		if (was_pending && !conf && strcmp(c->p.backend, "host") &&
 		    strcmp(used, arch ? arch : "")) {
 			free(conf);
 			strbuf_release(&so);
@@ -340,7 +343,12 @@ json_t *judge_ceilings(struct judge *j, int remeasure)
 		if (j->ceilings)
 			goto done;
 	}
+	/* measured for the device the runner found, filed under its name */
 	if (judge_ready(j))
+		goto done;
+	strbuf_reset(&path);
+	device_file(j, &path);
+	if (!remeasure && (j->ceilings = json_load_file(path.buf, 0, NULL)))
 		goto done;
 	req = json_pack("{s:s}", "req", "ceilings");
 	res = runner_request(&j->r, req, 300000, &why);

@@ -58,10 +58,9 @@ export GIT_COMMITTER_NAME=$GIT_AUTHOR_NAME GIT_COMMITTER_EMAIL=$GIT_AUTHOR_EMAIL
 
 log=$out/log.txt
 : >"$log"
-say () { echo "$*" | tee -a "$log"; }
+say () { printf '%s\n' "$*" | tee -a "$log"; }
 
-from=
-test -n "$first" && from="--from $(abspath "$first")"
+test -n "$first" && first=$(abspath "$first")
 # FILE=MESSAGE pairs, paths made absolute before the cd below
 list=$W/candidates
 : >"$list"
@@ -76,9 +75,9 @@ for c in "$@"; do
 done
 
 cd "$repo" && git checkout -q main || exit 1
-say "== start $op --backend $backend $from"
-# shellcheck disable=SC2086
-if ! git autokernel start "$op" --backend "$backend" $from >>"$log" 2>&1; then
+say "== start $op --backend $backend${first:+ --from $first}"
+if ! git autokernel start "$op" --backend "$backend" ${first:+--from "$first"} \
+	>>"$log" 2>&1; then
 	say "start failed; see $log"
 	exit 1
 fi

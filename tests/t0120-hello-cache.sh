@@ -46,4 +46,29 @@ test_expect_success 'a stale hello stands in; the real one is recorded and cache
 	grep "\"name\": \"$real\"" "$f"
 '
 
+# A backend whose runner is built here but whose device cannot answer:
+# CUDA with every GPU hidden, else HIP (CI has its runner, no AMD GPU).
+if test -x "$AK_LIBEXEC/ak-runner-cuda"; then
+	absent=cuda
+elif test -x "$AK_LIBEXEC/ak-runner-hip"; then
+	absent=hip
+else
+	absent=
+fi
+
+if test -n "$absent"; then
+	test_expect_success "a cached $absent hello does not make a missing device answer" '
+		cp "$(ls "$AUTOKERNEL_CACHE"/hello-host-*.json)" \
+			"$AUTOKERNEL_CACHE/hello-$absent-$(uname -n).json" &&
+		new_repo r2 && cd r2 &&
+		CUDA_VISIBLE_DEVICES= HIP_VISIBLE_DEVICES=-1 ROCR_VISIBLE_DEVICES=-1 \
+			test_expect_code 3 git autokernel start softmax --backend $absent 2>err &&
+		grep "no $absent device" err &&
+		! git rev-parse -q --verify autokernel/softmax &&
+		! git rev-parse -q --verify refs/autokernel/attempts/softmax/1
+	'
+else
+	test_skip "a cached hello does not make a missing device answer" "no GPU runner built"
+fi
+
 test_done
