@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include "build.h"
 #include "judge.h"
@@ -194,18 +193,17 @@ int judge_start(struct judge *j, const char *backend)
 int judge_ready(struct judge *j)
 {
 	struct strbuf why = STRBUF_INIT, path = STRBUF_INIT;
+	const char *name;
+	long long t0;
 	char *text;
-
-	struct timespec t0, t1;
 	int rc;
 
 	if (!j->pending)
 		return j->started ? 0 : 3;
 	j->pending = 0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = now_ns();
 	rc = runner_hello(&j->r, &why);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	j->waited += (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	j->waited += (now_ns() - t0) / 1e9;
 	if (rc < 0) {
 		error("no %s device: %s", j->backend, why.buf);
 		strbuf_release(&why);
@@ -216,9 +214,8 @@ int judge_ready(struct judge *j)
 	strbuf_release(&why);
 	/* ceilings read under the last hello's device name belong to
 	 * another device if the name changed: read them again */
-	if (strcmp(judge_device_name(j), json_string_value(json_object_get(
-		   j->r.hello, "name")) ? json_string_value(json_object_get(
-		   j->r.hello, "name")) : "unknown device")) {
+	name = json_string_value(json_object_get(j->r.hello, "name"));
+	if (strcmp(judge_device_name(j), name ? name : "unknown device")) {
 		json_decref(j->ceilings);
 		j->ceilings = NULL;
 	}
