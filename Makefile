@@ -42,7 +42,7 @@ CORE_OBJ = $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(VERIFY_SRC) $(AGENT_SRC) \
 BIN_OBJ = $(patsubst %.c,$(B)/%.o,$(BIN_SRC))
 UNIT_SRC = $(wildcard tests/unit-*.c)
 UNIT_BIN = $(patsubst tests/%.c,$(B)/tests/%,$(UNIT_SRC))
-RUNNER_COMMON = backends/runner.c lib/strbuf.c lib/usage.c
+RUNNER_COMMON = backends/runner.c lib/strbuf.c lib/usage.c lib/trace.c
 
 RUNNERS = $(B)/ak-runner-host $(if $(HAVE_CUDA),$(B)/ak-runner-cuda) \
 	$(if $(HAVE_HIP),$(B)/ak-runner-hip)

@@ -34,6 +34,7 @@
 #include "autokernel.h"
 #include "dev.h"
 #include "strbuf.h"
+#include "trace.h"
 
 #define MAX_SLOTS 8
 #define MAX_TENSORS (2 * 4)
@@ -137,7 +138,9 @@ static int map_shm(const char *path, size_t size)
 	fd = open(path, O_RDWR);
 	if (fd < 0)
 		return -1;
-	shm = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	/* populated: one call maps every page, not a fault per page */
+	shm = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED |
+		   MAP_POPULATE, fd, 0);
 	close(fd);
 	if (shm == MAP_FAILED) {
 		shm = NULL;
@@ -270,6 +273,21 @@ static int dset_outputs(struct dset *s, const struct layout *l, int slot)
 	return 0;
 }
 
+/* Where inputs come back to be compared: one buffer for the runner's
+ * life, so its pages are faulted in once, not on every call. */
+static unsigned char *check_buffer(size_t n)
+{
+	static unsigned char *buf;
+	static size_t cap;
+
+	if (n > cap) {
+		free(buf);
+		cap = n > 2 * cap ? n : 2 * cap;
+		buf = xmalloc(cap);
+	}
+	return buf;
+}
+
 /* Guard bands intact, inputs unchanged: NULL, or what went wrong. */
 static int dset_integrity(struct dset *s, const struct layout *l,
 			  struct strbuf *why)
@@ -302,19 +320,18 @@ static int dset_integrity(struct dset *s, const struct layout *l,
 			strbuf_addf(why, "wrote outside input %d: %s", i, what);
 			return 1;
 		}
-		copy = xmalloc(n ? n : 1);
-		if (dev_d2h(copy, s->in[i].data, n)) {
-			free(copy);
+		copy = check_buffer(n);
+		if (dev_d2h(copy, s->in[i].data, n))
 			return -1;
+		if (memcmp(copy, shm + l->in_off[i], n)) {
+			size_t b = 0;
+
+			while (copy[b] == shm[l->in_off[i] + b])
+				b++;
+			strbuf_addf(why, "modified input %d at element %zu", i,
+				    b / elem_size(l->in[i].dtype));
+			return 1;
 		}
-		for (size_t b = 0; b < n; b++)
-			if (copy[b] != shm[l->in_off[i] + b]) {
-				strbuf_addf(why, "modified input %d at element "
-					    "%zu", i, b / elem_size(l->in[i].dtype));
-				free(copy);
-				return 1;
-			}
-		free(copy);
 	}
 	return 0;
 }
@@ -334,6 +351,7 @@ static json_t *req_load(json_t *req)
 {
 	int slot = (int)json_integer_value(json_object_get(req, "slot"));
 	const char *path = json_string_value(json_object_get(req, "path"));
+	long long t0;
 	void *h;
 
 	if (slot < 0 || slot >= MAX_SLOTS || !path)
@@ -341,9 +359,11 @@ static json_t *req_load(json_t *req)
 	if (slots[slot].handle)
 		dlclose(slots[slot].handle);
 	memset(&slots[slot], 0, sizeof(slots[slot]));
+	t0 = now_ns();
 	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h)
 		return fail("cannot load the kernel: %s", dlerror());
+	trace("runner", "load: dlopen %.2f ms", ms_since(t0));
 	slots[slot].handle = h;
 	*(void **)&slots[slot].fn = dlsym(h, "ak_kernel");
 	*(void **)&slots[slot].ws = dlsym(h, "ak_workspace_size");
@@ -368,13 +388,19 @@ static json_t *req_call(json_t *req)
 	struct strbuf why = STRBUF_INIT;
 	json_t *res = NULL;
 	int rc = 0, r;
+	long long t0 = now_ns(), t1, t2, t3, t4;
 
 	memset(&s, 0, sizeof(s));
 	if (slot < 0 || slot >= MAX_SLOTS || !slots[slot].fn)
 		return fail("no kernel loaded in slot %d", slot);
 	if (parse_layout(req, &l))
 		return fail("bad tensor layout in request");
-	if (dset_inputs(&s, &l) || (r = dset_outputs(&s, &l, slot)) == -1) {
+	if (dset_inputs(&s, &l)) {
+		res = fail("%s", dev_error());
+		goto cleanup;
+	}
+	t1 = now_ns();
+	if ((r = dset_outputs(&s, &l, slot)) == -1) {
 		res = fail("%s", dev_error());
 		goto cleanup;
 	}
@@ -382,26 +408,35 @@ static json_t *req_call(json_t *req)
 		res = fail("ak_workspace_size() asked for an absurd size");
 		goto cleanup;
 	}
+	t2 = now_ns();
 	if ((res = checked_call(slot, &s, &rc)))
 		goto cleanup;
+	t3 = now_ns();
 	if ((r = dset_integrity(&s, &l, &why)) < 0) {
 		res = fail("%s", dev_error());
 		goto cleanup;
 	}
+	t4 = now_ns();
 	for (int i = 0; i < l.n_out; i++)
 		if (dev_d2h(shm + l.out_off[i], s.out[i].data,
 			    tensor_bytes(&l.out[i]))) {
 			res = fail("%s", dev_error());
 			goto cleanup;
 		}
+	trace("runner", "call: inputs %.2f ms, outputs %.2f, kernel %.2f, "
+	      "checks %.2f, outputs back %.2f", (t1 - t0) / 1e6,
+	      (t2 - t1) / 1e6, (t3 - t2) / 1e6, (t4 - t3) / 1e6,
+	      ms_since(t4));
 	res = json_pack("{s:b,s:i}", "ok", 1, "rc", rc);
 	if (r)
 		json_object_set_new(res, "integrity", json_string(why.buf));
 	json_object_set_new(res, "workspace_bytes",
 			    json_integer((json_int_t)s.args.workspace_size));
 cleanup:
+	t0 = now_ns();
 	dset_free(&s);
 	strbuf_release(&why);
+	trace("runner", "call: freed in %.2f ms", ms_since(t0));
 	return res;
 }
 
@@ -566,11 +601,22 @@ static json_t *req_bench(json_t *req)
 	struct bench *b = xcalloc(1, sizeof(*b));
 	struct strbuf why = STRBUF_INIT;
 	json_t *res;
+	long long t0 = now_ns(), t1 = 0, t2 = 0;
 
-	if (bench_prepare(b, req, &why))
+	if (bench_prepare(b, req, &why)) {
 		res = fail("%s", why.buf);
-	else if (!(res = bench_loop(b, req)))
-		res = bench_finish(b, req);
+	} else {
+		t1 = now_ns();
+		res = bench_loop(b, req);
+		t2 = now_ns();
+		if (!res)
+			res = bench_finish(b, req);
+	}
+	trace("runner", "bench: set up %.2f ms, %zu rounds %.2f ms, checks "
+	      "and outputs back %.2f ms", t1 ? (t1 - t0) / 1e6 : 0,
+	      json_array_size(b->times[0]), t2 ? (t2 - t1) / 1e6 : 0,
+	      t2 ? ms_since(t2) : 0);
+	t0 = now_ns();
 	for (int i = 0; i < MAX_SLOTS; i++)
 		for (int k = 0; k < 4; k++)
 			dset_free(&b->set[i][k]);
@@ -582,6 +628,7 @@ static json_t *req_bench(json_t *req)
 		json_decref(b->times[i]);
 	free(b);
 	strbuf_release(&why);
+	trace("runner", "bench: freed in %.2f ms", ms_since(t0));
 	return res;
 }
 

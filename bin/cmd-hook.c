@@ -274,6 +274,12 @@ cleanup:
 	return ret;
 }
 
+static int traced_exit(const char *hook, int rc)
+{
+	trace("hook", "%s ends: %d", hook, rc);
+	return rc;
+}
+
 int cmd_hook(int argc, char **argv)
 {
 	if (argc < 2)
@@ -281,11 +287,12 @@ int cmd_hook(int argc, char **argv)
 	if (!strcmp(argv[1], "-h"))
 		return usage_with(usage_hook, 1);
 	repo_need();
+	trace("hook", "%s starts", argv[1]);
 	if (!strcmp(argv[1], "pre-commit"))
-		return hook_pre_commit();
+		return traced_exit("pre-commit", hook_pre_commit());
 	if (!strcmp(argv[1], "commit-msg") && argc == 3)
-		return hook_commit_msg(argv[2]);
+		return traced_exit("commit-msg", hook_commit_msg(argv[2]));
 	if (!strcmp(argv[1], "post-commit"))
-		return hook_post_commit();
+		return traced_exit("post-commit", hook_post_commit());
 	return usage_with(usage_hook, 0);
 }

@@ -48,6 +48,7 @@ int cmd_verify(int argc, char **argv)
 	struct candidate c = CANDIDATE_INIT;
 	struct judge j = JUDGE_INIT;
 	struct strbuf verdict = STRBUF_INIT;
+	struct cases *cases = NULL;
 	const char *spec = NULL;
 	json_t *res = NULL;
 	int json = 0, build_only = 0, opt, rc;
@@ -80,6 +81,8 @@ int cmd_verify(int argc, char **argv)
 	}
 	if ((rc = judge_start(&j, c.p.backend)))
 		goto cleanup;
+	cases = cases_start(&c.p, -1);
+	cases_map(cases, &j.r);
 	if (!json)
 		printf("verify %s/%s (%s) on %s: %s\n", c.name, c.p.kernel,
 		       c.label, c.p.backend, judge_device_name(&j));
@@ -90,7 +93,8 @@ int cmd_verify(int argc, char **argv)
 	}
 	if (rc)
 		goto cleanup;
-	rc = verify_stages(&j.r, &c.p, 0, &res, &verdict, json ? NULL : stdout);
+	rc = verify_stages(&j.r, &c.p, cases, 0, &res, &verdict,
+			   json ? NULL : stdout);
 	if (json) {
 		print_json(res);
 	} else if (rc) {
@@ -103,6 +107,7 @@ int cmd_verify(int argc, char **argv)
 		       json_number_value(json_object_get(res, "seconds")));
 	}
 cleanup:
+	cases_free(cases);
 	json_decref(res);
 	judge_stop(&j);
 	candidate_release(&c);
@@ -198,8 +203,8 @@ static int bench_one_shape(struct judge *j, struct candidate *c,
 	json_t *res = NULL;
 	int rc;
 
-	rc = bench_slots(&j->r, &c->p, dt, slots, n, judge_ceilings(j, 0),
-			 &res, &verdict);
+	rc = bench_slots(&j->r, &c->p, NULL, dt, slots, n,
+			 judge_ceilings(j, 0), &res, &verdict);
 	if (rc) {
 		fprintf(stderr, "error: %s\n", verdict.buf);
 		json_decref(res);

@@ -133,6 +133,7 @@ struct judging {
 	int baseline, have_base;
 	struct candidate cand, best, first;
 	struct judge j;
+	struct cases *cases;    /* inputs and references, made while it builds */
 	FILE *out;
 	json_t *res;
 	struct strbuf verdict;
@@ -194,7 +195,8 @@ static int judge_candidate(struct judging *x)
 		reject(x, "build");
 		return 1;
 	}
-	rc = verify_stages(&x->j.r, &x->cand.p, 0, &vr, &x->verdict, x->out);
+	rc = verify_stages(&x->j.r, &x->cand.p, x->cases, 0, &vr, &x->verdict,
+			   x->out);
 	json_object_set_new(x->res, "verify", vr);
 	if (rc) {
 		reject(x, "verify");
@@ -219,7 +221,7 @@ static int judge_bench(struct judging *x)
 
 	if (!x->baseline)
 		n = x->have_base ? 3 : 2;
-	if (bench_slots(&x->j.r, &x->cand.p, dt, slots, n,
+	if (bench_slots(&x->j.r, &x->cand.p, x->cases, dt, slots, n,
 			judge_ceilings(&x->j, 0), &b, &x->verdict)) {
 		json_object_set_new(x->res, "bench", b ? b : json_null());
 		reject(x, "bench");
@@ -316,13 +318,17 @@ int experiment_judge(json_t **res, const char *name, const git_oid *tree,
 		goto cleanup;
 	if ((rc = check_paths(name, tree, ht, x.baseline, x.cand.p.kernel)))
 		goto cleanup;
+	trace("judge", "%s: judging starts", name);
 	if ((rc = judge_start(&x.j, x.cand.p.backend)))
 		goto cleanup;
 	judge_ceilings(&x.j, 0);
+	trace("judge", "runner started");
 	if (!x.j.started) {             /* the device did not answer */
 		rc = 3;
 		goto cleanup;
 	}
+	x.cases = cases_start(&x.cand.p, x.cand.p.dtypes[0]);
+	cases_map(x.cases, &x.j.r);
 	fprintf(out, "autokernel: judging %s/%s (staged) %s on %s\n", name,
 		x.cand.p.kernel, x.baseline ? "as the baseline" :
 		"against HEAD", judge_device_name(&x.j));
@@ -331,10 +337,13 @@ int experiment_judge(json_t **res, const char *name, const git_oid *tree,
 		goto cleanup;
 	if (rc)
 		goto done;
+	trace("judge", "candidate built and verified");
 	if (!x.baseline && (rc = load_others(&x)))
 		goto cleanup;
+	trace("judge", "HEAD and baseline loaded");
 	if (judge_bench(&x))
 		goto done;
+	trace("judge", "benchmarked");
 	decide(&x);
 done:
 	json_object_set_new(x.res, "seconds", json_real((now_ns() - t0) / 1e9));
@@ -348,6 +357,7 @@ done:
 	x.res = NULL;
 	rc = 0;
 cleanup:
+	cases_free(x.cases);
 	json_decref(x.res);
 	judge_stop(&x.j);
 	candidate_release(&x.cand);

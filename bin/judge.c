@@ -204,6 +204,8 @@ int judge_ready(struct judge *j)
 	t0 = now_ns();
 	rc = runner_hello(&j->r, &why);
 	j->waited += (now_ns() - t0) / 1e9;
+	trace("judge", "runner said hello after %.2f ms of waiting",
+	      ms_since(t0));
 	if (rc < 0) {
 		error("no %s device: %s", j->backend, why.buf);
 		strbuf_release(&why);
@@ -247,6 +249,7 @@ int judge_build(struct judge *j, struct candidate *c, int slot,
 	struct strbuf status = STRBUF_INIT;
 	const char *arch = json_string_value(json_object_get(j->device, "arch"));
 	char *conf = NULL, used[64];
+	long long t0;
 	int cached, r, ret = 0;
 
 	if (!strcmp(c->p.backend, "host"))
@@ -256,8 +259,11 @@ int judge_build(struct judge *j, struct candidate *c, int slot,
 				       "autokernel.cuda.arch", NULL)))
 		arch = conf;
 	snprintf(used, sizeof(used), "%s", arch ? arch : "");
+	t0 = now_ns();
 	r = build_kernel(&so, &log, &status, c->p.backend, c->src, arch,
 			 5 * 60 * 1000, &cached);
+	trace("judge", "%s: %s in %.2f ms", c->src, cached ? "cached build" :
+	      "built", ms_since(t0));
 	/* A kernel to load needs the runner's hello.  If the build was for
 	 * the last hello's device and the runner found another, build (or
 	 * fail to build) again for the one it found. */

@@ -8,8 +8,10 @@
  *	if (candidate_load(&c, "--index") ||              // or NULL, REV, DIR
  *	    judge_start(&j, c.p.backend))
  *		...
+ *	struct cases *cs = cases_start(&c.p, -1);         // made while it builds
  *	rc = judge_build(&j, &c, 0, &verdict);            // 1: compile error
- *	rc = verify_stages(&j.r, &c.p, 0, &res, &verdict, stderr);
+ *	rc = verify_stages(&j.r, &c.p, cs, 0, &res, &verdict, stderr);
+ *	cases_free(cs);
  *	judge_stop(&j);
  *	candidate_release(&c);
  */

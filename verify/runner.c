@@ -9,12 +9,15 @@
 #include "paths.h"
 #include "runner.h"
 
-static int tmp_file(char *path, size_t n, const char *what)
+/* A file for the runner: in /dev/shm unless told otherwise (or unless
+ * in_shm is 0), else in $TMPDIR or /tmp. */
+static int tmp_file_in(char *path, size_t n, const char *what, int in_shm)
 {
 	const char *dir = getenv("TMPDIR");
 	int fd;
 
-	if (!access("/dev/shm", W_OK) && !getenv("AUTOKERNEL_NO_DEVSHM"))
+	if (in_shm && !access("/dev/shm", W_OK) &&
+	    !getenv("AUTOKERNEL_NO_DEVSHM"))
 		dir = "/dev/shm";
 	snprintf(path, n, "%s/autokernel-%s-XXXXXX", dir && *dir ? dir : "/tmp",
 		 what);
@@ -23,6 +26,11 @@ static int tmp_file(char *path, size_t n, const char *what)
 		return error_errno("unable to create a file in '%s'",
 				   dir && *dir ? dir : "/tmp");
 	return fd;
+}
+
+static int tmp_file(char *path, size_t n, const char *what)
+{
+	return tmp_file_in(path, n, what, 1);
 }
 
 static void read_err_tail(struct runner *r, struct strbuf *why)
@@ -113,8 +121,10 @@ int runner_hello(struct runner *r, struct strbuf *why)
 
 void runner_stop(struct runner *r)
 {
+	/* an idle runner exits when its stdin closes; tearing down a GPU
+	 * context takes a tenth of a second that no one needs to wait */
 	if (r->alive)
-		finish_child(&r->c, 5000);
+		detach_child(&r->c);
 	child_release(&r->c);
 	r->alive = 0;
 	for (int i = 0; i < RUNNER_SLOTS; i++) {
@@ -136,6 +146,32 @@ void runner_stop(struct runner *r)
 	r->hello = NULL;
 }
 
+/*
+ * The tensors' file at size bytes.  In /dev/shm its memory is reserved
+ * now: a full /dev/shm (64 MB in a default Docker container) is found
+ * here rather than by a SIGBUS on some later write, and the file moves
+ * to $TMPDIR.  Reserved pages are also cheaper for both processes to map.
+ */
+static void shm_size_file(struct runner *r, size_t size)
+{
+	int in_shm = !strncmp(r->shm_path, "/dev/shm/", 9), e;
+
+	if (ftruncate(r->shm_fd, (off_t)size) < 0)
+		die_errno("unable to size '%s' to %zu bytes", r->shm_path, size);
+	if (!in_shm || !(e = posix_fallocate(r->shm_fd, 0, (off_t)size)))
+		return;
+	warning("no room for %zu MB of tensors in /dev/shm (%s); using %s",
+		size >> 20, strerror(e), getenv("TMPDIR") && *getenv("TMPDIR") ?
+		getenv("TMPDIR") : "/tmp");
+	close(r->shm_fd);
+	unlink(r->shm_path);
+	r->shm_fd = tmp_file_in(r->shm_path, sizeof(r->shm_path), "tensors", 0);
+	if (r->shm_fd < 0)
+		die("cannot create the tensor exchange file");
+	if (ftruncate(r->shm_fd, (off_t)size) < 0)
+		die_errno("unable to size '%s' to %zu bytes", r->shm_path, size);
+}
+
 void *runner_shm(struct runner *r, size_t size)
 {
 	size = (size + 4095) & ~(size_t)4095;
@@ -148,10 +184,9 @@ void *runner_shm(struct runner *r, size_t size)
 		if (r->shm_fd < 0)
 			die("cannot create the tensor exchange file");
 	}
-	if (ftruncate(r->shm_fd, (off_t)size) < 0)
-		die_errno("unable to size '%s' to %zu bytes", r->shm_path, size);
-	r->shm = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
-		      r->shm_fd, 0);
+	shm_size_file(r, size);
+	r->shm = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED |
+		      MAP_POPULATE, r->shm_fd, 0);
 	if (r->shm == MAP_FAILED)
 		die_errno("unable to map '%s'", r->shm_path);
 	r->shm_size = size;

@@ -1,17 +1,17 @@
 /*
- * verify.c: the five stages and the benchmark.  Inputs are generated here
- * into the runner's shared mapping, the runner makes the call under its
- * integrity checks, and the outputs are compared here with the fp64
- * reference, row by row (every row, or a seeded sample of at least 64 when
- * the reference would take too long).
+ * verify.c: the five stages and the benchmark.  A case's inputs (made
+ * ahead by cases.c) are copied into the runner's shared mapping, the
+ * runner makes the call under its integrity checks, and the outputs are
+ * compared here with the fp64 reference, row by row (every row, or a
+ * seeded sample of at least 64 when the reference would take too long).
  */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cases.h"
 #include "dtype.h"
-#include "verify.h"
 
 void verify_set_threads(int n)
 {
@@ -21,59 +21,6 @@ void verify_set_threads(int n)
 const char *const stage_names[5] = {
 	"smoke", "shape sweep", "stability", "determinism", "edge cases",
 };
-
-static const char *const gen_names[GEN_KINDS] = {
-	"normal", "uniform", "large", "tiny", "mixed-scale", "all-equal",
-	"all-zero",
-};
-
-/* Reference work (flops) above which rows are sampled. */
-#define REF_BUDGET 3e8
-#define MIN_SAMPLE 64
-
-struct layout {
-	struct ak_tensor in[AK_OP_MAX_IN], out[AK_OP_MAX_OUT];
-	size_t in_off[AK_OP_MAX_IN], out_off[AK_OP_MAX_OUT], size;
-};
-
-static size_t tensor_bytes(const struct ak_tensor *t)
-{
-	return (size_t)ak_numel(t) * dtype_size(t->dtype);
-}
-
-static size_t align_up(size_t n)
-{
-	return (n + 255) & ~(size_t)255;
-}
-
-/* The op's tensors at s, laid out in the shared mapping; extra_outs more
- * copies of the outputs follow (for the benchmark's other kernels). */
-static void layout_make(struct layout *l, const struct problem *p,
-			const struct shape *s, enum ak_dtype dt, int extra_outs)
-{
-	size_t off = 0;
-
-	memset(l, 0, sizeof(*l));
-	p->op->tensors(s, dt, l->in, l->out);
-	for (int i = 0; i < p->op->n_in; i++) {
-		l->in_off[i] = off;
-		off = align_up(off + tensor_bytes(&l->in[i]));
-	}
-	for (int i = 0; i < p->op->n_out; i++) {
-		l->out_off[i] = off;
-		off = align_up(off + tensor_bytes(&l->out[i]) *
-			       (size_t)(1 + extra_outs));
-	}
-	l->size = off ? off : 256;
-}
-
-static void layout_bind(struct layout *l, unsigned char *base)
-{
-	for (int i = 0; i < AK_OP_MAX_IN; i++)
-		l->in[i].data = base + l->in_off[i];
-	for (int i = 0; i < AK_OP_MAX_OUT; i++)
-		l->out[i].data = base + l->out_off[i];
-}
 
 static json_t *tensor_json(const struct ak_tensor *t, size_t off, int out)
 {
@@ -126,86 +73,53 @@ static int is_poison(enum ak_dtype dt, const void *base, int64_t i)
 	return 1;
 }
 
-static void check_row(const struct problem *p, const struct shape *s,
-		      const struct ak_tensor *in, const struct ak_tensor *out,
-		      int64_t r, double *ref, struct row_check *rc)
+/* Row rf->rows[i] of out against its reference; got: row_len doubles
+ * of scratch. */
+static void check_row(const struct problem *p, enum ak_dtype dt,
+		      const struct ak_tensor *out, const struct refs *rf,
+		      int64_t i, double *got, struct row_check *rc)
 {
-	const struct op *op = p->op;
-	int64_t len = op->row_len(s);
-	double scalar[4], scale = 1;
-
-	enum ak_dtype dt = in[0].dtype;
 	const struct tolerance *tol = &p->tol[dt <= AK_F32 ? dt : AK_F32];
+	const double *ref = rf->ref + i * rf->len;
+	int64_t first = rf->rows[i] * rf->len;
 
-	memcpy(scalar, p->scalar, sizeof(scalar));
-	op->scalars(s, scalar);
-	op->reference(s, in, scalar, r, ref);
-	if (op->row_scale)
-		scale = op->row_scale(s, in, scalar, r);
 	memset(rc, 0, sizeof(*rc));
 	rc->worst_idx = -1;
 	rc->lo = rc->ref_lo = INFINITY;
 	rc->hi = rc->ref_hi = -INFINITY;
-	for (int64_t j = 0; j < len; j++) {
-		int64_t idx = r * len + j;
-		double got = dtype_load(out->dtype, out->data, idx);
-		double lim = tolerance_bound(tol, out->dtype, ref[j], scale);
-		double err = fabs(got - ref[j]);
-		double ratio = err / (lim > 0 ? lim : 1e-300);
+	dtype_load_span(out->dtype, out->data, first, rf->len, got);
+	for (int64_t j = 0; j < rf->len; j++) {
+		double lim = tolerance_bound(tol, out->dtype, ref[j],
+					     rf->scale[i]);
+		double ratio = fabs(got[j] - ref[j]) / (lim > 0 ? lim : 1e-300);
 
-		if (is_poison(out->dtype, out->data, idx)) {
-			rc->unwritten++;
-			ratio = INFINITY;
-		} else if (isnan(got) || isinf(got)) {
-			rc->nan++;
+		/* the poison is a NaN in every float dtype */
+		if (!isfinite(got[j])) {
+			if (is_poison(out->dtype, out->data, first + j))
+				rc->unwritten++;
+			else
+				rc->nan++;
 			ratio = INFINITY;
 		}
 		if (!(ratio <= 1))
 			rc->bad++;
 		if (!(ratio <= rc->worst_ratio) || rc->worst_idx < 0) {
 			rc->worst_ratio = ratio;
-			rc->worst_idx = idx;
+			rc->worst_idx = first + j;
 			rc->expected = ref[j];
-			rc->actual = got;
+			rc->actual = got[j];
 			rc->limit = lim;
 		}
-		rc->lo = fmin(rc->lo, got);
-		rc->hi = fmax(rc->hi, got);
-		rc->ref_lo = fmin(rc->ref_lo, ref[j]);
-		rc->ref_hi = fmax(rc->ref_hi, ref[j]);
+		/* comparisons skip a NaN as fmin() and fmax() do */
+		if (got[j] < rc->lo)
+			rc->lo = got[j];
+		if (got[j] > rc->hi)
+			rc->hi = got[j];
+		if (ref[j] < rc->ref_lo)
+			rc->ref_lo = ref[j];
+		if (ref[j] > rc->ref_hi)
+			rc->ref_hi = ref[j];
 	}
-}
-
-/* The rows to check: all of them, or a seeded sample with the first and
- * the last when the reference would cost more than REF_BUDGET. */
-static int64_t *pick_rows(const struct op *op, const struct shape *s,
-			  uint64_t seed, int64_t *n)
-{
-	int64_t rows = op->rows(s), *pick;
-	double per_row = op->flops(s) / (double)rows;
-	int64_t want = rows;
-	struct rng g;
-
-	if (op->flops(s) > REF_BUDGET) {
-		want = (int64_t)(REF_BUDGET / (per_row > 1 ? per_row : 1));
-		if (want < MIN_SAMPLE)
-			want = MIN_SAMPLE;
-		if (want > rows)
-			want = rows;
-	}
-	pick = xmalloc(sizeof(*pick) * (size_t)(want ? want : 1));
-	*n = want;
-	if (want == rows) {
-		for (int64_t i = 0; i < rows; i++)
-			pick[i] = i;
-		return pick;
-	}
-	rng_seed(&g, seed ^ 0x5eed5eedULL);
-	pick[0] = 0;
-	pick[1] = rows - 1;
-	for (int64_t i = 2; i < want; i++)
-		pick[i] = (int64_t)(rng_next(&g) % (uint64_t)rows);
-	return pick;
 }
 
 static void element_name(const struct problem *p,
@@ -230,18 +144,17 @@ static void element_name(const struct problem *p,
 }
 
 /*
- * Compares out[0] with the reference.  0 pass, 1 fail with why.  The
- * checks: every element written, finite, within tolerance, and not a
- * constant where the reference varies.
+ * Compares out, the output at s of inputs of dtype dt, with the reference
+ * rf.  0 pass, 1 fail with why.  The checks: every element
+ * written, finite, within tolerance, and not a constant where the
+ * reference varies.
  */
 static int compare(const struct problem *p, const struct shape *s,
-		   const struct layout *l, uint64_t seed, json_t *cj,
-		   struct strbuf *why)
+		   enum ak_dtype dt, const struct ak_tensor *out,
+		   const struct refs *rf, json_t *cj, struct strbuf *why)
 {
-	const struct op *op = p->op;
-	int64_t n, *rows = pick_rows(op, s, seed, &n), len = op->row_len(s);
-	struct row_check *rc = xcalloc((size_t)n, sizeof(*rc));
-	enum ak_dtype dt = l->in[0].dtype;
+	int64_t n = rf->n, len = rf->len;
+	struct row_check *rc = xcalloc((size_t)(n ? n : 1), sizeof(*rc));
 	const struct tolerance *tol = &p->tol[dt <= AK_F32 ? dt : AK_F32];
 	struct row_check w = { 0 };
 	int64_t bad = 0, unwritten = 0, nans = 0;
@@ -252,12 +165,12 @@ static int compare(const struct problem *p, const struct shape *s,
 	w.worst_idx = -1;
 	#pragma omp parallel if (n > 1)
 	{
-		double *ref = xmalloc(sizeof(double) * (size_t)len);
+		double *got = xmalloc(sizeof(double) * (size_t)(len + 1));
 
 		#pragma omp for schedule(dynamic, 1)
 		for (int64_t i = 0; i < n; i++)
-			check_row(p, s, l->in, &l->out[0], rows[i], ref, &rc[i]);
-		free(ref);
+			check_row(p, dt, out, rf, i, got, &rc[i]);
+		free(got);
 	}
 	for (int64_t i = 0; i < n; i++) {
 		bad += rc[i].bad;
@@ -271,10 +184,10 @@ static int compare(const struct problem *p, const struct shape *s,
 			w = rc[i];
 	}
 	json_object_set_new(cj, "rows_checked", json_integer(n));
-	json_object_set_new(cj, "rows", json_integer(op->rows(s)));
+	json_object_set_new(cj, "rows", json_integer(p->op->rows(s)));
 	json_object_set_new(cj, "worst_ratio", json_real(
 		isfinite(w.worst_ratio) ? w.worst_ratio : 1e300));
-	element_name(p, &l->out[0], w.worst_idx, name, sizeof(name));
+	element_name(p, out, w.worst_idx, name, sizeof(name));
 	if (unwritten) {
 		strbuf_addf(why, "%lld of %lld checked elements not written "
 			    "(still poisoned), first bad %s", (long long)unwritten,
@@ -294,7 +207,6 @@ static int compare(const struct problem *p, const struct shape *s,
 			    "ranges over [%.6g, %.6g]", lo, rlo, rhi);
 		fail = 1;
 	}
-	free(rows);
 	free(rc);
 	return fail;
 }
@@ -308,11 +220,6 @@ struct ctx {
 	json_t *cases;
 	struct strbuf *why;
 };
-
-static uint64_t case_seed(const struct problem *p, int stage, int i)
-{
-	return p->seed * 1000003ULL + (uint64_t)stage * 1009ULL + (uint64_t)i;
-}
 
 /* Calls the kernel once on the case's inputs already in the mapping;
  * 0, or 1 with why. */
@@ -342,11 +249,28 @@ static int call_once(struct ctx *x, const struct layout *l,
 	return fail;
 }
 
-static int run_case(struct ctx *x, int stage, int idx, const struct shape *s,
-		    enum ak_dtype dt, enum gen_kind g, int repeats)
+/* Runs 2..repeats must give run 1's bytes; 0, or 1 with why. */
+static int same_as_first(struct ctx *x, const struct ak_tensor *out,
+			 const unsigned char *first, int rep)
+{
+	size_t n = tensor_bytes(out), e = 0, es = dtype_size(out->dtype);
+	const unsigned char *now = out->data;
+	char name[128];
+
+	if (!memcmp(first, now, n))
+		return 0;
+	while (!memcmp(first + e * es, now + e * es, es))
+		e++;
+	element_name(x->p, out, (int64_t)e, name, sizeof(name));
+	strbuf_addf(x->why, "run %d differs from run 1 at %s: %.9g vs %.9g",
+		    rep + 1, name, dtype_load(out->dtype, now, e),
+		    dtype_load(out->dtype, first, e));
+	return 1;
+}
+
+static int run_case(struct ctx *x, const struct vcase *c)
 {
 	const struct problem *p = x->p;
-	uint64_t seed = case_seed(p, stage, idx);
 	struct layout l;
 	unsigned char *base, *first = NULL;
 	char shape[128];
@@ -355,37 +279,32 @@ static int run_case(struct ctx *x, int stage, int idx, const struct shape *s,
 	int fail = 0;
 	size_t out_bytes;
 
-	layout_make(&l, p, s, dt, 0);
+	layout_make(&l, p, c->s, c->dt, 0);
 	base = runner_shm(x->r, l.size);
 	layout_bind(&l, base);
-	p->op->generate(s, l.in, seed, g);
+	memcpy(base, c->inputs, c->in_size);
 	out_bytes = tensor_bytes(&l.out[0]);
-	shape_format(s, shape, sizeof(shape));
+	shape_format(c->s, shape, sizeof(shape));
 	cj = json_pack("{s:s,s:s,s:s,s:I}", "shape", shape, "dtype",
-		       dtype_name(dt), "inputs", gen_names[g], "seed",
-		       (json_int_t)seed);
-	for (int rep = 0; rep < repeats && !fail; rep++) {
-		fail = call_once(x, &l, s);
+		       dtype_name(c->dt), "inputs", gen_name(c->g), "seed",
+		       (json_int_t)c->seed);
+	for (int rep = 0; rep < c->repeats && !fail; rep++) {
+		long long t1 = now_ns();
+
+		fail = call_once(x, &l, c->s);
+		trace("verify", "%s %s: call answered in %.2f ms", shape,
+		      dtype_name(c->dt), ms_since(t1));
 		if (fail)
 			break;
 		if (rep == 0) {
-			fail = compare(p, s, &l, seed, cj, x->why);
+			t1 = now_ns();
+			fail = compare(p, c->s, c->dt, &l.out[0], &c->refs, cj,
+				       x->why);
+			trace("verify", "compared in %.2f ms", ms_since(t1));
 			first = xmalloc(out_bytes ? out_bytes : 1);
 			memcpy(first, l.out[0].data, out_bytes);
-		} else if (memcmp(first, l.out[0].data, out_bytes)) {
-			size_t e = 0, es = dtype_size(l.out[0].dtype);
-			char name[128];
-
-			while (!memcmp(first + e * es,
-				       (unsigned char *)l.out[0].data + e * es, es))
-				e++;
-			element_name(p, &l.out[0], (int64_t)e, name,
-				     sizeof(name));
-			strbuf_addf(x->why, "run %d differs from run 1 at %s: "
-				    "%.9g vs %.9g", rep + 1, name,
-				    dtype_load(l.out[0].dtype, l.out[0].data, e),
-				    dtype_load(l.out[0].dtype, first, e));
-			fail = 1;
+		} else {
+			fail = same_as_first(x, &l.out[0], first, rep);
 		}
 	}
 	free(first);
@@ -394,9 +313,9 @@ static int run_case(struct ctx *x, int stage, int idx, const struct shape *s,
 	if (fail) {
 		struct strbuf head = STRBUF_INIT;
 
-		strbuf_addf(&head, "%s %s%s%s: ", shape, dtype_name(dt),
-			    g != GEN_NORMAL ? " " : "",
-			    g != GEN_NORMAL ? gen_names[g] : "");
+		strbuf_addf(&head, "%s %s%s%s: ", shape, dtype_name(c->dt),
+			    c->g != GEN_NORMAL ? " " : "",
+			    c->g != GEN_NORMAL ? gen_name(c->g) : "");
 		strbuf_insert_front(x->why, head.buf);
 		json_object_set_new(cj, "error", json_string(x->why->buf));
 		strbuf_release(&head);
@@ -407,59 +326,35 @@ static int run_case(struct ctx *x, int stage, int idx, const struct shape *s,
 
 /* ---- the stages ---- */
 
-static int stage_run(struct ctx *x, int stage)
+static int stage_run(struct ctx *x, struct cases *cs, int stage)
 {
-	const struct problem *p = x->p;
-	int i = 0;
+	int fail = 0;
 
-	switch (stage) {
-	case 0:
-		return run_case(x, 0, 0, &p->smoke, p->dtypes[0], GEN_NORMAL, 1);
-	case 1:
-		for (int s = 0; s < p->n_test; s++)
-			for (int d = 0; d < p->n_dtypes; d++)
-				if (run_case(x, 1, i++, &p->test[s], p->dtypes[d],
-					     (s + d) % 3 == 2 ? GEN_UNIFORM :
-					     GEN_NORMAL, 1))
-					return 1;
-		return 0;
-	case 2:
-		for (int g = GEN_LARGE; g < GEN_KINDS; g++) {
-			if (!(p->op->stability & (1u << g)))
-				continue;
-			for (int d = 0; d < p->n_dtypes; d++)
-				if (run_case(x, 2, i++, p->n_test ? &p->test[0] :
-					     &p->smoke, p->dtypes[d],
-					     (enum gen_kind)g, 1))
-					return 1;
-		}
-		return 0;
-	case 3:
-		return run_case(x, 3, 0, p->n_test ? &p->test[0] : &p->smoke,
-				p->dtypes[0], GEN_NORMAL, 3);
-	default:
-		for (int s = 0; s < p->n_edge; s++)
-			for (int d = 0; d < p->n_dtypes; d++)
-				if (run_case(x, 4, i++, &p->edge[s], p->dtypes[d],
-					     GEN_NORMAL, 1))
-					return 1;
-		return 0;
+	for (int i = cs->first[stage]; i < cs->first[stage + 1] && !fail; i++) {
+		fail = run_case(x, cases_get(cs, i));
+		cases_put(cs, i);
 	}
+	return fail;
 }
 
-int verify_stages(struct runner *r, const struct problem *p, int slot,
-		  json_t **result, struct strbuf *verdict, FILE *progress)
+int verify_stages(struct runner *r, const struct problem *p,
+		  struct cases *cs, int slot, json_t **result,
+		  struct strbuf *verdict, FILE *progress)
 {
+	struct cases *own = cs ? NULL : cases_plan(p, -1, 0);
 	json_t *stages = json_array();
 	struct strbuf why = STRBUF_INIT;
 	int passed = 0, fail = 0;
 	long long t_all = now_ns();
 
+	if (own)
+		cs = own;
+	cases_map(cs, r);
 	for (int st = 0; st < 5 && !fail; st++) {
 		struct ctx x = { r, p, slot, json_array(), &why };
 		long long t0 = now_ns();
 
-		fail = stage_run(&x, st);
+		fail = stage_run(&x, cs, st);
 		json_array_append_new(stages, json_pack("{s:s,s:b,s:f,s:o}",
 			"name", stage_names[st], "pass", !fail,
 			"seconds", (now_ns() - t0) / 1e9, "cases", x.cases));
@@ -477,6 +372,7 @@ int verify_stages(struct runner *r, const struct problem *p, int slot,
 			strbuf_addstr(verdict, "interrupted");
 		}
 	}
+	cases_free(own);
 	*result = json_pack("{s:b,s:i,s:o,s:f}", "pass", !fail,
 			    "stages_passed", passed, "stages", stages,
 			    "seconds", (now_ns() - t_all) / 1e9);
@@ -566,18 +462,19 @@ static double impossible_under(const struct problem *p, enum ak_dtype dt,
 }
 
 static int bench_check_outputs(const struct problem *p, struct layout *l,
-			       int n, json_t *kernels, struct strbuf *verdict)
+			       const struct vcase *c, int n, json_t *kernels,
+			       struct strbuf *verdict)
 {
 	size_t out_bytes = tensor_bytes(&l->out[0]);
 
 	for (int i = 0; i < n; i++) {
-		struct layout li = *l;
+		struct ak_tensor out = l->out[0];
 		json_t *cj = json_object();
 		struct strbuf why = STRBUF_INIT;
 		int fail;
 
-		li.out[0].data = (unsigned char *)l->out[0].data + out_bytes * i;
-		fail = compare(p, &p->bench, &li, p->seed, cj, &why);
+		out.data = (unsigned char *)l->out[0].data + out_bytes * i;
+		fail = compare(p, &p->bench, c->dt, &out, &c->refs, cj, &why);
 		json_object_set_new(json_array_get(kernels, i), "output_check", cj);
 		if (fail) {
 			strbuf_addf(verdict, "kernel %d: wrong output of a timed "
@@ -590,10 +487,12 @@ static int bench_check_outputs(const struct problem *p, struct layout *l,
 	return 0;
 }
 
-int bench_slots(struct runner *r, const struct problem *p, enum ak_dtype dt,
-		const int *slots, int n, json_t *ceilings, json_t **result,
-		struct strbuf *verdict)
+static int bench_run(struct runner *r, const struct problem *p,
+		     const struct vcase *c, const int *slots, int n,
+		     json_t *ceilings, json_t **result, struct strbuf *verdict)
 {
+	enum ak_dtype dt = c->dt;
+	unsigned char *base;
 	struct layout l;
 	json_t *req, *res, *outs = json_array(), *js = json_array(), *times;
 	json_t *kernels = json_array(), *copy;
@@ -601,13 +500,15 @@ int bench_slots(struct runner *r, const struct problem *p, enum ak_dtype dt,
 	const char *kind, *env = getenv("AUTOKERNEL_BENCH_MS");
 	char shape[128];
 	size_t out_bytes;
+	long long t0 = now_ns();
 	int ret = 0;
 
 	if (env && atof(env) > 0)
 		budget = atof(env);
 	layout_make(&l, p, &p->bench, dt, n - 1);
-	layout_bind(&l, runner_shm(r, l.size));
-	p->op->generate(&p->bench, l.in, p->seed, GEN_NORMAL);
+	base = runner_shm(r, l.size);
+	layout_bind(&l, base);
+	memcpy(base, c->inputs, c->in_size);
 	out_bytes = tensor_bytes(&l.out[0]);
 	for (int i = 0; i < n; i++) {
 		json_array_append_new(js, json_integer(slots[i]));
@@ -627,6 +528,7 @@ int bench_slots(struct runner *r, const struct problem *p, enum ak_dtype dt,
 	res = runner_request(r, req, r->timeout_ms * (n + 1) +
 			     (int)(4 * budget), verdict);
 	json_decref(req);
+	trace("bench", "runner answered in %.2f ms", ms_since(t0));
 	if (!res)
 		return 1;
 	if (!json_is_true(json_object_get(res, "ok"))) {
@@ -667,7 +569,9 @@ int bench_slots(struct runner *r, const struct problem *p, enum ak_dtype dt,
 			    "bytes", p->op->bytes(&p->bench, dt));
 	json_object_set_new(*result, "flops", json_real(p->op->flops(&p->bench)));
 	json_decref(res);
-	ret = bench_check_outputs(p, &l, n, kernels, verdict);
+	t0 = now_ns();
+	ret = bench_check_outputs(p, &l, c, n, kernels, verdict);
+	trace("bench", "outputs checked in %.2f ms", ms_since(t0));
 	lim = impossible_under(p, dt, fl, kind, ceilings);
 	for (int i = 0; !ret && i < n; i++) {
 		double med = json_number_value(json_object_get(
@@ -684,6 +588,22 @@ int bench_slots(struct runner *r, const struct problem *p, enum ak_dtype dt,
 			ret = 1;
 		}
 	}
+	return ret;
+}
+
+int bench_slots(struct runner *r, const struct problem *p, struct cases *cs,
+		enum ak_dtype dt, const int *slots, int n, json_t *ceilings,
+		json_t **result, struct strbuf *verdict)
+{
+	struct cases *own = NULL;
+	int ret;
+
+	if (!cs || cs->bench < 0 || cs->c[cs->bench].dt != dt)
+		cs = own = cases_plan(p, dt, 0);
+	ret = bench_run(r, p, cases_get(cs, cs->bench), slots, n, ceilings,
+			result, verdict);
+	cases_put(cs, cs->bench);
+	cases_free(own);
 	return ret;
 }
 

@@ -3,12 +3,15 @@
  * kernel, and the interleaved benchmark of several kernels with the speed
  * of light measured in the same run.
  *
+ *	struct cases *cs = cases_start(&p, AK_F16);  // while it compiles
  *	struct runner r = RUNNER_INIT;      // runner.h
  *	runner_start(&r, p.backend, timeout_ms, &why);
  *	runner_load(&r, 0, "/cache/ab12.so", &why);
- *	rc = verify_stages(&r, &p, 0, &result, &verdict);   // 0 pass, 1 fail
+ *	rc = verify_stages(&r, &p, cs, 0, &result, &verdict, NULL);  // 0 pass
  *	int slots[] = { 0, 1 };             // candidate, current best
- *	rc = bench_slots(&r, &p, slots, 2, ceilings, &bench, &verdict);
+ *	rc = bench_slots(&r, &p, cs, AK_F16, slots, 2, ceilings, &bench,
+ *			 &verdict);
+ *	cases_free(cs);
  *
  * Every result is a JSON object the caller owns (json_decref); verdict is
  * one line naming what failed: the stage, shape, dtype and the worst
@@ -30,19 +33,39 @@ extern const char *const stage_names[5];
  */
 void verify_set_threads(int n);
 
+/*
+ * The inputs and fp64 references of every case of p's stages and, when
+ * bench_dt >= 0, of its benchmark at that dtype.  None depends on the
+ * kernel, so a judge starts them before it compiles the candidate: a
+ * thread makes them while the compiler runs, staying at most 1 GiB ahead
+ * of the stages.  p must outlive them.  cases_free() stops the thread
+ * and frees what it made; it accepts NULL.
+ */
+struct cases;
+struct cases *cases_start(const struct problem *p, int bench_dt);
+void cases_free(struct cases *cs);
+
+/* Sizes (and reserves) r's tensor mapping for every case of cs at once,
+ * so that neither process remaps it case by case: best before the build,
+ * where it costs nothing. */
+void cases_map(struct cases *cs, struct runner *r);
+
 /* 0 all five pass, 1 a stage failed (verdict says which), -1 the harness
- * itself failed (error printed).  progress, if not NULL, gets a line per
- * stage as it finishes. */
-int verify_stages(struct runner *r, const struct problem *p, int slot,
-		  json_t **result, struct strbuf *verdict, FILE *progress);
+ * itself failed (error printed).  cs: from cases_start() for p, or NULL
+ * to make each case when it runs.  progress, if not NULL, gets a line
+ * per stage as it finishes. */
+int verify_stages(struct runner *r, const struct problem *p,
+		  struct cases *cs, int slot, json_t **result,
+		  struct strbuf *verdict, FILE *progress);
 
 /* Times slots[0..n-1] interleaved at the bench shape (dtype: dt), with a
- * copy of the op's minimum traffic.  ceilings may be NULL (floor: the
- * copy alone).  0 ok, 1 a kernel failed during timing (wrong output of a
- * timed call, integrity), -1 harness failure. */
-int bench_slots(struct runner *r, const struct problem *p, enum ak_dtype dt,
-		const int *slots, int n, json_t *ceilings, json_t **result,
-		struct strbuf *verdict);
+ * copy of the op's minimum traffic.  cs as for verify_stages() (its
+ * benchmark case is used when its dtype is dt).  ceilings may be NULL
+ * (floor: the copy alone).  0 ok, 1 a kernel failed during timing (wrong
+ * output of a timed call, integrity), -1 harness failure. */
+int bench_slots(struct runner *r, const struct problem *p, struct cases *cs,
+		enum ak_dtype dt, const int *slots, int n, json_t *ceilings,
+		json_t **result, struct strbuf *verdict);
 
 /* The keep rule of SPEC section 6 on a bench result whose kernel 0 is the
  * candidate and kernel 1 the current best: 1 keep, 0 reject (why says). */

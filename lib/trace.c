@@ -1,0 +1,54 @@
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include "trace.h"
+
+long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+double ms_since(long long t0)
+{
+	return (now_ns() - t0) / 1e6;
+}
+
+static int fd = -1;
+static pthread_once_t opened = PTHREAD_ONCE_INIT;
+
+static void open_trace(void)
+{
+	const char *path = getenv("AUTOKERNEL_TRACE");
+
+	if (path && *path)
+		fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+}
+
+void trace(const char *who, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	int n;
+
+	pthread_once(&opened, open_trace);
+	if (fd < 0)
+		return;
+	n = snprintf(line, sizeof(line), "%.6f %s: ", now_ns() / 1e9, who);
+	va_start(ap, fmt);
+	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	/* one write() of a line under PIPE_BUF: lines of the tool and its
+	 * runner never interleave within a line */
+	if (write(fd, line, (size_t)n) < 0)
+		return;
+}

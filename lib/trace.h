@@ -1,0 +1,27 @@
+/*
+ * trace.h: where a judgement's time goes, for work on the harness's own
+ * speed.  With AUTOKERNEL_TRACE=FILE in the environment, the tool and its
+ * runner append timestamped lines to FILE (the runner inherits the
+ * variable); without it trace() costs a getenv() once per process.
+ *
+ *	long long t0 = now_ns();
+ *	...
+ *	trace("verify", "case %s: %.1f ms", shape, (now_ns() - t0) / 1e6);
+ *
+ * A line is "SECONDS WHO: WHAT", SECONDS on the monotonic clock that
+ * both processes share, so their lines interleave in time order.
+ */
+#ifndef TRACE_H
+#define TRACE_H
+
+#include "usage.h"
+
+/* Nanoseconds on CLOCK_MONOTONIC. */
+long long now_ns(void);
+
+/* Milliseconds since t0, a now_ns() reading. */
+double ms_since(long long t0);
+
+void trace(const char *who, const char *fmt, ...) AK_PRINTF(2, 3);
+
+#endif
