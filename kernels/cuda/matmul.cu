@@ -145,7 +145,7 @@ static __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap 
 }
 
 /* The same, written to the same offset in every block of `mask`. */
-static __device__ __forceinline__ void tma_load_mc(uint32_t dst, const CUtensorMap *map,
+[[maybe_unused]] static __device__ __forceinline__ void tma_load_mc(uint32_t dst, const CUtensorMap *map,
 						   uint32_t bar, int c0, int c1, uint16_t mask)
 {
 	asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
