@@ -130,6 +130,39 @@ static __device__ __forceinline__ float elem(const uint4 &u, int j)
 }
 
 /*
+ * The row's statistics from the thread's ITEMS vectors of it in v (zeros
+ * past the row's end): v is centred on the mean and 1/sqrt(var + eps) is
+ * returned.  Two passes over registers, so no cancellation.  All threads
+ * of the block must call it.
+ */
+template <int VEC, int ITEMS, int G>
+static __device__ __forceinline__ float center_rstd(float (&v)[ITEMS][VEC],
+						    int t, int64_t nv, float *red,
+						    const struct ln_args &p)
+{
+	float s = 0.f, q = 0.f;
+
+#pragma unroll
+	for (int k = 0; k < ITEMS; k++)
+#pragma unroll
+		for (int j = 0; j < VEC; j++)
+			s += v[k][j];
+	const float mean = group_reduce<G>(s, red, op_sum()) / (float)p.C;
+
+#pragma unroll
+	for (int k = 0; k < ITEMS; k++) {
+		const bool in = (int64_t)k * G + t < nv;
+#pragma unroll
+		for (int j = 0; j < VEC; j++) {
+			v[k][j] -= mean;
+			q += in ? v[k][j] * v[k][j] : 0.f;
+		}
+	}
+	const float var = group_reduce<G>(q, red, op_sum()) / (float)p.C;
+	return 1.f / sqrtf(var + p.eps);
+}
+
+/*
  * Row in registers: ITEMS vectors of VEC elements per thread.  The loads of
  * x, then of the thread's slices of w and b, are all issued before the
  * first reduction.
@@ -147,7 +180,6 @@ __global__ void __launch_bounds__(block_of<G>()) layernorm_regs(struct ln_args p
 	const int64_t nv = p.C / VEC, off = (live ? row : 0) * p.C;
 	float v[ITEMS][VEC];
 	uint4 wr[ITEMS], br[ITEMS];     /* w and b as loaded, 16 bytes each */
-	float s = 0.f;
 
 	static_assert(VEC * sizeof(T) == 16, "the register kernel is for 16-byte rows");
 
@@ -173,25 +205,7 @@ __global__ void __launch_bounds__(block_of<G>()) layernorm_regs(struct ln_args p
 				br[k] = __ldg(reinterpret_cast<const uint4 *>(b + i * VEC));
 			}
 		}
-#pragma unroll
-	for (int k = 0; k < ITEMS; k++)
-#pragma unroll
-		for (int j = 0; j < VEC; j++)
-			s += v[k][j];
-	const float mean = group_reduce<G>(s, red, op_sum()) / (float)p.C;
-
-	float q = 0.f;
-#pragma unroll
-	for (int k = 0; k < ITEMS; k++) {
-		const bool in = (int64_t)k * G + t < nv;
-#pragma unroll
-		for (int j = 0; j < VEC; j++) {
-			v[k][j] -= mean;
-			q += in ? v[k][j] * v[k][j] : 0.f;
-		}
-	}
-	const float var = group_reduce<G>(q, red, op_sum()) / (float)p.C;
-	const float rstd = 1.f / sqrtf(var + p.eps);
+	const float rstd = center_rstd<VEC, ITEMS, G>(v, t, nv, red, p);
 
 #pragma unroll
 	for (int k = 0; k < ITEMS; k++) {
@@ -249,7 +263,7 @@ __global__ void __launch_bounds__(block_of<G>()) layernorm_pipe(struct ln_args p
 	     first += stride, row += stride) {
 		const bool live = row < p.R;
 		const int64_t next = row + stride;
-		float v[ITEMS][VEC], s = 0.f;
+		float v[ITEMS][VEC];
 
 #pragma unroll
 		for (int k = 0; k < ITEMS; k++) {
@@ -264,25 +278,7 @@ __global__ void __launch_bounds__(block_of<G>()) layernorm_pipe(struct ln_args p
 			if (next < p.R && i < nv)
 				nx[k] = __ldg(reinterpret_cast<const uint4 *>(x + next * p.C + i * VEC));
 		}
-#pragma unroll
-		for (int k = 0; k < ITEMS; k++)
-#pragma unroll
-			for (int j = 0; j < VEC; j++)
-				s += v[k][j];
-		const float mean = group_reduce<G>(s, red, op_sum()) / (float)p.C;
-
-		float q = 0.f;
-#pragma unroll
-		for (int k = 0; k < ITEMS; k++) {
-			const bool in = (int64_t)k * G + t < nv;
-#pragma unroll
-			for (int j = 0; j < VEC; j++) {
-				v[k][j] -= mean;
-				q += in ? v[k][j] * v[k][j] : 0.f;
-			}
-		}
-		const float var = group_reduce<G>(q, red, op_sum()) / (float)p.C;
-		const float rstd = 1.f / sqrtf(var + p.eps);
+		const float rstd = center_rstd<VEC, ITEMS, G>(v, t, nv, red, p);
 
 #pragma unroll
 		for (int k = 0; k < ITEMS; k++) {
