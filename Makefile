@@ -73,9 +73,10 @@ $(B)/%.o: %.c $(wildcard */*.h include/*.h)
 $(B)/git-autokernel: $(BIN_OBJ) $(CORE_OBJ)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(RPATH) -o $@ $^ $(AK_LIBS)
 
-$(B)/tests/%: tests/%.c $(CORE_OBJ)
+$(B)/tests/%: tests/%.c tests/tap.h $(CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(AK_CFLAGS) $(LDFLAGS) $(RPATH) -o $@ $^ $(AK_LIBS)
+	$(CC) $(CFLAGS) $(AK_CFLAGS) $(LDFLAGS) $(RPATH) -o $@ \
+		$(filter-out %.h,$^) $(AK_LIBS)
 
 $(B)/ak-runner-host: $(RUNNER_COMMON) backends/dev-host.c backends/*.h
 	@mkdir -p $(dir $@)

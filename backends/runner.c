@@ -280,10 +280,10 @@ static unsigned char *check_buffer(size_t n)
 	static unsigned char *buf;
 	static size_t cap;
 
-	if (n > cap) {
+	if (n > cap || !buf) {
 		free(buf);
 		cap = n > 2 * cap ? n : 2 * cap;
-		buf = xmalloc(cap);
+		buf = xmalloc(cap ? cap : 1);
 	}
 	return buf;
 }

@@ -77,19 +77,6 @@ static void untrack(pid_t pid)
 			live[i] = 0;
 }
 
-/* Children let go by detach_child(), not yet reaped. */
-static pid_t detached[MAX_LIVE];
-
-static void reap_detached(void)
-{
-	for (int i = 0; i < MAX_LIVE; i++)
-		if (detached[i] > 0 &&
-		    waitpid(detached[i], NULL, WNOHANG) == detached[i]) {
-			untrack(detached[i]);
-			detached[i] = 0;
-		}
-}
-
 void run_signal_children(int sig)
 {
 	for (int i = 0; i < MAX_LIVE; i++)
@@ -168,7 +155,6 @@ int start_child(struct child *c)
 	int inp[2] = { -1, -1 }, outp[2] = { -1, -1 }, errp[2] = { -1, -1 };
 	int null_fd = -1;
 
-	reap_detached();
 	if (!c->args.nr)
 		return error("no command to run");
 	if ((c->want_stdin || c->stdin_data) && make_pipe(inp) < 0)
@@ -355,23 +341,6 @@ int finish_child(struct child *c, int timeout_ms)
 		return decode_status(c);
 	c->start_ns = now_ns();
 	return wait_child(c, timeout_ms);
-}
-
-void detach_child(struct child *c)
-{
-	close_fd(&c->in);
-	close_fd(&c->out_fd);
-	close_fd(&c->err_fd);
-	if (c->pid <= 0)
-		return;
-	reap_detached();
-	for (int i = 0; i < MAX_LIVE; i++)
-		if (detached[i] <= 0) {
-			detached[i] = c->pid;
-			c->pid = -1;
-			return;
-		}
-	kill_child(c);          /* no room to remember it: the old way */
 }
 
 void child_release(struct child *c)

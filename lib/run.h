@@ -21,8 +21,7 @@
  *
  * For a long-lived child spoken to over pipes (the runner), start_child()
  * with want_stdin/want_stdout gives c.in (write end) and c.out_fd (read end);
- * finish_child() closes them and waits; kill_child() ends it at once;
- * detach_child() closes them and does not wait.
+ * finish_child() closes them and waits; kill_child() ends it at once.
  */
 #ifndef RUN_H
 #define RUN_H
@@ -73,12 +72,6 @@ int start_child(struct child *c);
 int finish_child(struct child *c, int timeout_ms);
 void kill_child(struct child *c);
 void child_release(struct child *c);
-
-/* Closes the child's pipes and lets it finish on its own, unwaited: for
- * a runner told to stop, whose device teardown nobody needs to wait
- * for.  It is reaped by a later start_child(), and still killed with
- * the others on a signal. */
-void detach_child(struct child *c);
 
 /* The exit status as a phrase: "exited with 2", "was killed by signal 9
  * (SIGKILL)", "timed out after 30 s"; into buf. */

@@ -35,15 +35,16 @@ void trace(const char *who, const char *fmt, ...)
 {
 	char line[1024];
 	va_list ap;
-	int n;
+	int n, m;
 
 	pthread_once(&opened, open_trace);
 	if (fd < 0)
 		return;
-	n = snprintf(line, sizeof(line), "%.6f %s: ", now_ns() / 1e9, who);
+	n = snprintf(line, sizeof(line), "%.6f %.64s: ", now_ns() / 1e9, who);
 	va_start(ap, fmt);
-	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);
+	n += m > 0 ? m : 0;
 	if (n > (int)sizeof(line) - 2)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';

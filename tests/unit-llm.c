@@ -20,26 +20,10 @@
 #include "paths.h"
 #include "repo.h"
 #include "run.h"
+#include "tap.h"
 
 #define KEY "sk-TESTKEY-unit-7f3a9c"
 
-static int tests, failed;
-
-static int ok(int cond, const char *fmt, ...) AK_PRINTF(2, 3);
-static int ok(int cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	tests++;
-	printf("%sok %d - ", cond ? "" : "not ", tests);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (!cond)
-		failed++;
-	return cond;
-}
 
 static void skip(const char *what, const char *why)
 {

@@ -142,7 +142,8 @@ static void case_make(const struct problem *p, struct vcase *c)
 
 	layout_make(&l, p, c->s, c->dt, 0);
 	c->in_size = p->op->n_out ? l.out_off[0] : l.size;
-	c->inputs = xmalloc(c->in_size ? c->in_size : 1);
+	/* zeroed: the padding between tensors is copied too */
+	c->inputs = xcalloc(1, c->in_size ? c->in_size : 1);
 	layout_bind(&l, c->inputs);
 	p->op->generate(c->s, l.in, c->seed, c->g);
 	refs_make(&c->refs, p, c->s, l.in, c->seed);
@@ -316,7 +317,8 @@ struct vcase *cases_get(struct cases *cs, int i)
 	pthread_mutex_lock(&cs->lock);
 	while (c->state == CASE_MAKING)
 		pthread_cond_wait(&cs->changed, &cs->lock);
-	if (c->state == CASE_PLANNED)
+	/* planned and not reached by the thread, or used and asked again */
+	if (c->state != CASE_READY)
 		make_released(cs, c);
 	pthread_mutex_unlock(&cs->lock);
 	trace("cases", "case %d of stage %d ready after %.2f ms", c->idx,
@@ -338,16 +340,22 @@ void cases_put(struct cases *cs, int i)
 	pthread_mutex_unlock(&cs->lock);
 }
 
-void cases_free(struct cases *cs)
+void cases_halt(struct cases *cs)
 {
-	if (!cs)
-		return;
 	pthread_mutex_lock(&cs->lock);
 	cs->stop = 1;
 	pthread_cond_broadcast(&cs->changed);
 	pthread_mutex_unlock(&cs->lock);
 	if (cs->have_thread)
 		pthread_join(cs->thread, NULL);
+	cs->have_thread = 0;
+}
+
+void cases_free(struct cases *cs)
+{
+	if (!cs)
+		return;
+	cases_halt(cs);
 	for (int i = 0; i < cs->n; i++)
 		case_clear(&cs->c[i]);
 	pthread_mutex_destroy(&cs->lock);

@@ -90,5 +90,8 @@ const char *gen_name(enum gen_kind g);
 struct cases *cases_plan(const struct problem *p, int bench_dt, int threaded);
 struct vcase *cases_get(struct cases *cs, int i);
 void cases_put(struct cases *cs, int i);
+/* Stops the thread (after the case it is making); cases_get() still
+ * makes any case asked for. */
+void cases_halt(struct cases *cs);
 
 #endif

@@ -121,10 +121,11 @@ int runner_hello(struct runner *r, struct strbuf *why)
 
 void runner_stop(struct runner *r)
 {
-	/* an idle runner exits when its stdin closes; tearing down a GPU
-	 * context takes a tenth of a second that no one needs to wait */
+	/* Waited for: the next runner may need the device this one holds
+	 * (a GPU in exclusive-process mode), though its teardown costs a
+	 * tenth of a second on an H200. */
 	if (r->alive)
-		detach_child(&r->c);
+		finish_child(&r->c, 5000);
 	child_release(&r->c);
 	r->alive = 0;
 	for (int i = 0; i < RUNNER_SLOTS; i++) {

@@ -37,8 +37,10 @@ void verify_set_threads(int n);
  * The inputs and fp64 references of every case of p's stages and, when
  * bench_dt >= 0, of its benchmark at that dtype.  None depends on the
  * kernel, so a judge starts them before it compiles the candidate: a
- * thread makes them while the compiler runs, staying at most 1 GiB ahead
- * of the stages.  p must outlive them.  cases_free() stops the thread
+ * thread makes them while the compiler runs, staying at most 1 GiB (an
+ * eighth of the RAM on a small machine) ahead of the stages; a case holds
+ * its inputs and an fp64 reference of every row it checks.  p must
+ * outlive them.  cases_free() stops the thread
  * and frees what it made; it accepts NULL.
  */
 struct cases;
@@ -68,7 +70,10 @@ int bench_slots(struct runner *r, const struct problem *p, struct cases *cs,
 		json_t **result, struct strbuf *verdict);
 
 /* The keep rule of SPEC section 6 on a bench result whose kernel 0 is the
- * candidate and kernel 1 the current best: 1 keep, 0 reject (why says). */
+ * candidate and kernel 1 the current best: 1 keep, 0 reject (why says).
+ * Faster beyond the noise: by more than twice the standard error of the
+ * difference of the medians (from the IQRs), or with the candidate's
+ * third quartile under the best's first. */
 int bench_keep(json_t *bench, double min_gain, struct strbuf *why);
 
 /* Seconds per call limit and bench time from git config or defaults. */

@@ -1,0 +1,60 @@
+/*
+ * unit-keep.c: the keep rule (verify.c, bench_keep()) on bench results
+ * made by hand, in TAP: what is kept, what is within the noise, what is
+ * slower, and the loaded-machine case where the best's timings spread
+ * over milliseconds.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "tap.h"
+#include "verify.h"
+
+/* A bench result of the candidate and the best: median, q1, q3; n each. */
+static json_t *timings(double ma, double a1, double a3, double mb,
+		       double b1, double b3, int n)
+{
+	return json_pack("{s:[{s:f,s:f,s:f,s:i},{s:f,s:f,s:f,s:i}]}",
+			 "kernels", "median_us", ma, "q1_us", a1, "q3_us", a3,
+			 "n", n, "median_us", mb, "q1_us", b1, "q3_us", b3,
+			 "n", n);
+}
+
+/* bench_keep()'s answer when its reason contains want, else -1. */
+static int keep(json_t *bench, const char *want)
+{
+	struct strbuf why = STRBUF_INIT;
+	int k = bench_keep(bench, 0.01, &why);
+
+	printf("# %s\n", why.buf);
+	if (!strstr(why.buf, want))
+		k = -1;
+	strbuf_release(&why);
+	json_decref(bench);
+	return k;
+}
+
+int main(void)
+{
+	ok(keep(timings(90, 89, 91, 100, 99, 101, 400),
+		"faster: 90.00 us vs 100.00 us") == 1,
+	   "10%% faster with tight timings is kept");
+	ok(keep(timings(99.9, 95, 105, 100, 95, 105, 20),
+		"within the noise") == 0,
+	   "a gain inside overlapping timings is not kept");
+	ok(keep(timings(110, 109, 111, 100, 99, 101, 400),
+		"slower: 110.00 us vs 100.00 us") == 0,
+	   "slower is rejected");
+	ok(keep(timings(99.7, 99.6, 99.8, 100, 99.9, 100.1, 4000),
+		"under autokernel.minGain") == 0,
+	   "beyond the noise but under minGain is not kept");
+	ok(keep(timings(95, 80, 300, 1722, 900, 12000, 15),
+		"the middle halves of the timings do not overlap") == 1,
+	   "18x faster is kept though preempted calls spread the best's "
+	   "timings over milliseconds");
+	ok(keep(timings(95, 80, 1000, 1722, 900, 12000, 15),
+		"within the noise") == 0,
+	   "spread timings that overlap are still not kept");
+	ok(keep(timings(0, 0, 0, 100, 99, 101, 10), "no timing") == 0,
+	   "no timing, no keep");
+	return tap_done();
+}
