@@ -133,7 +133,7 @@ struct judging {
 	int baseline, have_base;
 	struct candidate cand, best, first;
 	struct judge j;
-	struct cases *cases;    /* inputs and references, made while it builds */
+	struct cases *cases;    /* inputs, references: made while it builds */
 	FILE *out;
 	json_t *res;
 	struct strbuf verdict;

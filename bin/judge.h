@@ -8,7 +8,7 @@
  *	if (candidate_load(&c, "--index") ||              // or NULL, REV, DIR
  *	    judge_start(&j, c.p.backend))
  *		...
- *	struct cases *cs = cases_start(&c.p, -1);         // made while it builds
+ *	struct cases *cs = cases_start(&c.p, -1);         // made during the build
  *	rc = judge_build(&j, &c, 0, &verdict);            // 1: compile error
  *	rc = verify_stages(&j.r, &c.p, cs, 0, &res, &verdict, stderr);
  *	cases_free(cs);

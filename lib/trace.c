@@ -28,7 +28,8 @@ static void open_trace(void)
 	const char *path = getenv("AUTOKERNEL_TRACE");
 
 	if (path && *path)
-		fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+			  0644);
 }
 
 void trace(const char *who, const char *fmt, ...)

@@ -113,7 +113,8 @@ void refs_make(struct refs *rf, const struct problem *p,
 	rf->scale = xmalloc(sizeof(double) * (size_t)(rf->n + 1));
 	#pragma omp parallel for schedule(dynamic, 1) if (rf->n > 1)
 	for (int64_t i = 0; i < rf->n; i++) {
-		op->reference(s, in, scalar, rf->rows[i], rf->ref + i * rf->len);
+		op->reference(s, in, scalar, rf->rows[i],
+			      rf->ref + i * rf->len);
 		rf->scale[i] = op->row_scale ?
 			op->row_scale(s, in, scalar, rf->rows[i]) : 1;
 	}

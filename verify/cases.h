@@ -62,7 +62,7 @@ struct vcase {
 	enum gen_kind g;
 	uint64_t seed;
 	enum case_state state;
-	unsigned char *inputs;          /* the first in_size bytes of the mapping */
+	unsigned char *inputs;          /* the mapping's first in_size bytes */
 	size_t in_size;
 	struct refs refs;
 };
@@ -73,8 +73,8 @@ struct vcase {
 struct cases {
 	const struct problem *p;        /* outlives the cases */
 	struct vcase *c;
-	int n, first[BENCH_STAGE + 2];  /* stage k is [first[k], first[k + 1]) */
-	int bench;                      /* index of the benchmark's case, or -1 */
+	int n, first[BENCH_STAGE + 2];  /* stage k: [first[k], first[k + 1]) */
+	int bench;                      /* the benchmark's case, or -1 */
 	int threads;                    /* OpenMP threads for making */
 	pthread_t thread;
 	int have_thread, stop;

@@ -158,7 +158,8 @@ static void shm_size_file(struct runner *r, size_t size)
 	int in_shm = !strncmp(r->shm_path, "/dev/shm/", 9), e;
 
 	if (ftruncate(r->shm_fd, (off_t)size) < 0)
-		die_errno("unable to size '%s' to %zu bytes", r->shm_path, size);
+		die_errno("unable to size '%s' to %zu bytes", r->shm_path,
+			  size);
 	if (!in_shm || !(e = posix_fallocate(r->shm_fd, 0, (off_t)size)))
 		return;
 	warning("no room for %zu MB of tensors in /dev/shm (%s); using %s",
@@ -170,7 +171,8 @@ static void shm_size_file(struct runner *r, size_t size)
 	if (r->shm_fd < 0)
 		die("cannot create the tensor exchange file");
 	if (ftruncate(r->shm_fd, (off_t)size) < 0)
-		die_errno("unable to size '%s' to %zu bytes", r->shm_path, size);
+		die_errno("unable to size '%s' to %zu bytes", r->shm_path,
+			  size);
 }
 
 void *runner_shm(struct runner *r, size_t size)
