@@ -213,6 +213,20 @@ static int compare(const struct problem *p, const struct shape *s,
 
 /* ---- one case ---- */
 
+/* Case c's inputs into r's mapping, laid out (l) with extra_outs more
+ * copies of the outputs. */
+static void case_load(struct layout *l, struct runner *r,
+		      const struct problem *p, const struct vcase *c,
+		      int extra_outs)
+{
+	unsigned char *base;
+
+	layout_make(l, p, c->s, c->dt, extra_outs);
+	base = runner_shm(r, l->size);
+	layout_bind(l, base);
+	memcpy(base, c->inputs, c->in_size);
+}
+
 struct ctx {
 	struct runner *r;
 	const struct problem *p;
@@ -272,17 +286,14 @@ static int run_case(struct ctx *x, const struct vcase *c)
 {
 	const struct problem *p = x->p;
 	struct layout l;
-	unsigned char *base, *first = NULL;
+	unsigned char *first = NULL;
 	char shape[128];
 	json_t *cj;
 	long long t0 = now_ns();
 	int fail = 0;
 	size_t out_bytes;
 
-	layout_make(&l, p, c->s, c->dt, 0);
-	base = runner_shm(x->r, l.size);
-	layout_bind(&l, base);
-	memcpy(base, c->inputs, c->in_size);
+	case_load(&l, x->r, p, c, 0);
 	out_bytes = tensor_bytes(&l.out[0]);
 	shape_format(c->s, shape, sizeof(shape));
 	cj = json_pack("{s:s,s:s,s:s,s:I}", "shape", shape, "dtype",
@@ -492,7 +503,6 @@ static int bench_run(struct runner *r, const struct problem *p,
 		     json_t *ceilings, json_t **result, struct strbuf *verdict)
 {
 	enum ak_dtype dt = c->dt;
-	unsigned char *base;
 	struct layout l;
 	json_t *req, *res, *outs = json_array(), *js = json_array(), *times;
 	json_t *kernels = json_array(), *copy;
@@ -505,10 +515,7 @@ static int bench_run(struct runner *r, const struct problem *p,
 
 	if (env && atof(env) > 0)
 		budget = atof(env);
-	layout_make(&l, p, &p->bench, dt, n - 1);
-	base = runner_shm(r, l.size);
-	layout_bind(&l, base);
-	memcpy(base, c->inputs, c->in_size);
+	case_load(&l, r, p, c, n - 1);
 	out_bytes = tensor_bytes(&l.out[0]);
 	for (int i = 0; i < n; i++) {
 		json_array_append_new(js, json_integer(slots[i]));
