@@ -8,7 +8,7 @@ B ?= build
 CC ?= cc
 CFLAGS ?= -O2 -g
 WERROR ?=
-AK_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-format-truncation $(WERROR) -fopenmp -Iinclude -Ilib \
+AK_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-format-truncation $(WERROR) -fopenmp -I. -Iinclude -Ilib \
 	-Iverify -Ibackends -Iagent -Ibin $(shell pkg-config --cflags libgit2 libcurl jansson)
 AK_LIBS = $(shell pkg-config --libs libgit2 libcurl jansson) -lz -ldl -lm -fopenmp
 # DT_RPATH, not RUNPATH: it also finds the libraries' own dependencies

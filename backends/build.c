@@ -7,6 +7,7 @@
 #include "build.h"
 #include "paths.h"
 #include "run.h"
+#include "lib/tempdir.h"
 
 static const struct {
 	const char *name, *ext;
@@ -154,7 +155,8 @@ int build_kernel(struct strbuf *so, struct strbuf *log, struct strbuf *status,
 {
 	struct child c = CHILD_INIT;
 	struct strbuf inc = STRBUF_INIT, dir = STRBUF_INIT, tmp = STRBUF_INIT;
-	struct strbuf scratch = STRBUF_INIT;
+	char *scratch = NULL;
+	static int swept;
 	char hex[GIT_OID_HEXSZ + 1], why[128];
 	const char *ver;
 	struct stat st;
@@ -192,19 +194,17 @@ int build_kernel(struct strbuf *so, struct strbuf *log, struct strbuf *status,
 	strvec_pushl(&c.args, "-o", tmp.buf, src, NULL);
 	/* The compiler's own scratch files go to a private TMPDIR that is
 	 * removed after: hipcc leaves an empty /tmp/kernel-* per build. */
-	strbuf_addf(&scratch, "%s/tmp-XXXXXX", dir.buf);
-	if (mkdtemp(scratch.buf))
-		strvec_pushf(&c.env, "TMPDIR=%s", scratch.buf);
-	else
-		strbuf_reset(&scratch);
+	if (!swept++)
+		tempdir_sweep(dir.buf);
+	if ((scratch = tempdir_make(dir.buf)))
+		strvec_pushf(&c.env, "TMPDIR=%s", scratch);
 	link_args(&c.args, backend);
 	c.capture = 1;
 	c.merge_err = 1;
 	c.no_stdin = 1;
 	c.timeout_ms = timeout_ms;
 	rc = run_child(&c);
-	if (scratch.len)
-		remove_tree(scratch.buf);
+	tempdir_remove(scratch);
 	strbuf_add(log, c.out.buf, c.out.len);
 	if (rc != 0) {
 		child_describe(&c, rc, why, sizeof(why));
@@ -220,6 +220,6 @@ cleanup:
 	strbuf_release(&inc);
 	strbuf_release(&dir);
 	strbuf_release(&tmp);
-	strbuf_release(&scratch);
+	free(scratch);
 	return ret;
 }

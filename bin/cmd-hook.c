@@ -127,22 +127,128 @@ cleanup:
 }
 
 /*
- * Restores the kernel to HEAD's in the work tree and in the index.  For
- * a plain `git commit` the hook's index is the real one, unlocked, and is
- * reset here; for `commit -a` or `commit <paths>` git hands the hook a
- * locked copy that it rolls back itself when the commit is refused.
+ * Whether the work tree's copy of path is the blob id (the judged one),
+ * after git's filters.  A file that is missing or unreadable differs.
  */
-static void reset_kernel(json_t *res)
+static int worktree_is(const char *path, const git_oid *id)
+{
+	struct strbuf abs = STRBUF_INIT;
+	git_oid wt;
+	int same;
+
+	strbuf_addf(&abs, "%s%s", repo_workdir(), path);
+	same = git_repository_hashfile(&wt, repo_need(), abs.buf,
+				       GIT_OBJECT_BLOB, path) == 0 &&
+		git_oid_equal(&wt, id);
+	strbuf_release(&abs);
+	return same;
+}
+
+/*
+ * Saves the work tree's copy of path, which holds changes that were never
+ * staged, as a commit beside attempt n (its tree the attempt's with that
+ * one file replaced, its parent the attempt) under <attempt>-worktree, so
+ * that nothing the user wrote depends on the work tree alone.
+ */
+static int save_worktree_copy(struct strbuf *ref, const char *name, int n,
+			      const char *path)
+{
+	git_repository *repo = repo_need();
+	git_oid blob, tree, id;
+	git_commit *attempt = NULL;
+	git_tree *base = NULL;
+	git_tree *out = NULL;
+	git_index *index = NULL;
+	git_index_entry e;
+	git_signature *sig = NULL;
+	git_reference *r = NULL;
+	struct strbuf msg = STRBUF_INIT, aref = STRBUF_INIT;
+	int ret = -1;
+
+	strbuf_addf(&aref, "%s%s/%d", ATTEMPTS_PREFIX, name, n);
+	strbuf_addf(ref, "%s-worktree", aref.buf);
+	memset(&e, 0, sizeof(e));
+	/* an in-memory index of the attempt's tree, the file replaced */
+	if (git_reference_name_to_id(&id, repo, aref.buf) < 0 ||
+	    git_commit_lookup(&attempt, repo, &id) < 0 ||
+	    git_commit_tree(&base, attempt) < 0 ||
+	    git_blob_create_from_workdir(&blob, repo, path) < 0 ||
+	    git_index_new(&index) < 0 ||
+	    git_index_read_tree(index, base) < 0)
+		goto cleanup;
+	e.path = path;
+	e.mode = GIT_FILEMODE_BLOB;
+	e.id = blob;
+	if (git_index_add(index, &e) < 0 ||
+	    git_index_write_tree_to(&tree, index, repo) < 0 ||
+	    git_tree_lookup(&out, repo, &tree) < 0 ||
+	    (git_signature_default(&sig, repo) < 0 &&
+	     git_signature_now(&sig, "git-autokernel",
+			       "autokernel@localhost") < 0))
+		goto cleanup;
+	strbuf_addf(&msg, "work tree of attempt %d: '%s' with changes that "
+		    "were not staged\n", n, path);
+	if (git_commit_create(&id, repo, NULL, sig, sig, NULL, msg.buf, out,
+			      1, (const git_commit **)&attempt) < 0 ||
+	    git_reference_create(&r, repo, ref->buf, &id, 1,
+				 "autokernel: unstaged work tree copy") < 0)
+		goto cleanup;
+	ret = 0;
+cleanup:
+	if (ret)
+		error("unable to save the work tree's '%s': %s", path,
+		      repo_error());
+	git_tree_free(out);
+	git_reference_free(r);
+	git_signature_free(sig);
+	git_index_free(index);
+	git_tree_free(base);
+	git_commit_free(attempt);
+	strbuf_release(&msg);
+	strbuf_release(&aref);
+	return ret;
+}
+
+/*
+ * Restores the kernel to HEAD's in the index and, where that loses
+ * nothing, in the work tree.  For a plain `git commit` the hook's index
+ * is the real one, unlocked, and is reset here; for `commit -a` or
+ * `commit <paths>` git hands the hook a locked copy that it rolls back
+ * itself when the commit is refused.  A work tree copy that is not the
+ * judged one holds changes that were never staged: it is saved beside
+ * the attempt and left where it is, as git would leave it.
+ */
+static void reset_kernel(struct staged *s, json_t *res, int n)
 {
 	const char *kernel = json_string_value(json_object_get(res, "kernel_path"));
 	const char *file = getenv("GIT_INDEX_FILE");
-	struct strbuf text = STRBUF_INIT, path = STRBUF_INIT;
+	struct strbuf text = STRBUF_INIT, path = STRBUF_INIT, ref = STRBUF_INIT;
 	git_index *index = NULL;
+	git_tree *tree = NULL;
+	git_tree_entry *te = NULL;
+	int keep_worktree = 0;
 
 	if (!kernel || repo_read_file(&text, "HEAD", kernel))
 		goto cleanup;
-	strbuf_addf(&path, "%s%s", repo_workdir(), kernel);
-	write_file_atomic(path.buf, text.buf, text.len);
+	if (git_tree_lookup(&tree, repo_need(), &s->tree) == 0 &&
+	    git_tree_entry_bypath(&te, tree, kernel) == 0 &&
+	    !worktree_is(kernel, git_tree_entry_id(te))) {
+		keep_worktree = 1;
+		strbuf_addf(&path, "%s%s", repo_workdir(), kernel);
+		if (access(path.buf, F_OK) == 0 &&
+		    save_worktree_copy(&ref, s->name, n, kernel) == 0)
+			fprintf(stderr, "autokernel: '%s' has changes that "
+				"were not staged: left in the work tree, and "
+				"saved as %s\n", kernel, ref.buf);
+		else
+			fprintf(stderr, "autokernel: '%s' in the work tree is "
+				"not the judged copy: left as it is\n", kernel);
+	}
+	if (!keep_worktree) {
+		strbuf_reset(&path);
+		strbuf_addf(&path, "%s%s", repo_workdir(), kernel);
+		write_file_atomic(path.buf, text.buf, text.len);
+	}
 	/* with a lock, read the real index, not the locked copy the
 	 * repository was handed by repo_hook_index(): git rolls back only
 	 * the copy */
@@ -155,20 +261,20 @@ static void reset_kernel(json_t *res)
 				repo_error());
 	} else if (git_index_open(&index, path.buf) == 0) {
 		const git_index_entry *e = git_index_get_bypath(index, kernel, 0);
-		struct strbuf head = STRBUF_INIT;
 		git_oid id;
 
-		if (e && !repo_read_file(&head, "HEAD", kernel) &&
-		    !git_odb_hash(&id, head.buf, head.len, GIT_OBJECT_BLOB) &&
+		if (e && !git_odb_hash(&id, text.buf, text.len, GIT_OBJECT_BLOB) &&
 		    !git_oid_equal(&id, &e->id))
 			fprintf(stderr, "autokernel: '%s' is still staged; 'git "
 				"reset -- %s' unstages it\n", kernel, kernel);
-		strbuf_release(&head);
 	}
 cleanup:
+	git_tree_entry_free(te);
+	git_tree_free(tree);
 	git_index_free(index);
 	strbuf_release(&text);
 	strbuf_release(&path);
+	strbuf_release(&ref);
 }
 
 static int hook_reject(struct staged *s, json_t *res, struct strbuf *msg)
@@ -198,7 +304,7 @@ static int hook_reject(struct staged *s, json_t *res, struct strbuf *msg)
 		verdict ? (int)strcspn(verdict, "\n") : 0, verdict ? verdict : "",
 		ATTEMPTS_PREFIX, s->name, n);
 	if (config_bool("autokernel.resetOnFail", 1)) {
-		reset_kernel(res);
+		reset_kernel(s, res, n);
 		fprintf(stderr, "autokernel: the kernel is reset to HEAD's "
 			"(autokernel.resetOnFail)\n");
 	}

@@ -56,17 +56,35 @@ struct run_state {
 
 static volatile sig_atomic_t stops;
 
-static void on_stop(int sig)
+/*
+ * The first Ctrl-C asks to stop after the experiment in flight, a second
+ * one stops at once.  Through `git autokernel run` a Ctrl-C reaches git
+ * and us together and git sends us its own copy: that copy is no second
+ * Ctrl-C (run_signal_from_git()), whichever of the two comes first.
+ */
+static volatile sig_atomic_t from_git, from_tty;
+
+static void on_stop(int sig, siginfo_t *si, void *uc)
 {
-	stops++;
-	if (sig == SIGINT && stops == 1) {
+	(void)uc;
+	if (sig == SIGINT) {
+		if (run_signal_from_git(si))
+			from_git = 1;
+		else
+			from_tty++;
+		stops = from_tty ? from_tty : 1;
+	} else {
+		stops = 2;
+	}
+	if (stops == 1 && !(from_git && from_tty)) {
 		static const char msg[] = "\nautokernel: stopping after this "
 			"experiment (Ctrl-C again to stop now)\n";
 
 		if (write(2, msg, sizeof(msg) - 1) < 0)
-			stops++;
-		return;
+			stops = 2;
 	}
+	if (stops < 2)
+		return;
 	run_interrupted = sig;
 	run_signal_children(SIGTERM);
 }
@@ -76,7 +94,8 @@ static void catch_stops(void)
 	struct sigaction sa;
 
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_stop;
+	sa.sa_sigaction = on_stop;
+	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -628,8 +647,10 @@ static enum step run_op(struct run_state *st, const char *name)
 	while (s == STEP_NEXT) {
 		double el = (now_ns() - st->t0) / 1e9;
 
-		if (stops || run_interrupted)
-			return STEP_STOP;
+		if (stops || run_interrupted) {
+			s = STEP_STOP;
+			break;
+		}
 		if (st->o->max && st->done >= st->o->max) {
 			stop_note(st, "%d experiments made", st->done);
 			return STEP_STOP;

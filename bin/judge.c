@@ -8,6 +8,7 @@
 #include "judge.h"
 #include "paths.h"
 #include "repo.h"
+#include "lib/tempdir.h"
 
 static int is_dir_with_problem(const char *dir)
 {
@@ -23,14 +24,11 @@ static int is_dir_with_problem(const char *dir)
 static int materialize(struct candidate *c, const char *rev)
 {
 	struct strbuf text = STRBUF_INIT, path = STRBUF_INIT;
-	char tmpl[4300];
 	int r, ret = 0;
 
-	snprintf(tmpl, sizeof(tmpl), "%s/tmp-XXXXXX", repo_autokernel_dir());
-	if (!mkdtemp(tmpl))
-		return error_errno("unable to create '%s'", tmpl);
-	c->tmpdir = xstrdup(tmpl);
-	snprintf(c->dir, sizeof(c->dir), "%s/%s", tmpl, c->name);
+	if (!(c->tmpdir = tempdir_make(repo_autokernel_dir())))
+		return -1;
+	snprintf(c->dir, sizeof(c->dir), "%s/%s", c->tmpdir, c->name);
 	if (mkdir_p(c->dir) < 0)
 		return -1;
 	strbuf_addf(&path, "%s/problem.json", c->name);
@@ -136,8 +134,7 @@ int candidate_load(struct candidate *c, const char *spec, const char *name)
 
 void candidate_release(struct candidate *c)
 {
-	if (c->tmpdir)
-		remove_tree(c->tmpdir);
+	tempdir_remove(c->tmpdir);
 	free(c->tmpdir);
 	free(c->so);
 	c->tmpdir = c->so = NULL;

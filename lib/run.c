@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "run.h"
+#include "tempdir.h"
 
 volatile int run_interrupted;
 
@@ -84,12 +85,37 @@ void run_signal_children(int sig)
 			kill(-live[i], sig);
 }
 
+static pid_t git_parent;
+
+/* Our parent, when it is git's wrapper of `git autokernel CMD`. */
+static void find_git_parent(void)
+{
+	char path[64], comm[64] = "";
+	pid_t ppid = getppid();
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)ppid);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	if (fgets(comm, sizeof(comm), f) && !strcmp(comm, "git\n"))
+		git_parent = ppid;
+	fclose(f);
+}
+
+int run_signal_from_git(const siginfo_t *si)
+{
+	return git_parent > 0 && si && si->si_code == SI_USER &&
+		si->si_pid == git_parent;
+}
+
 static void on_signal(int sig)
 {
 	for (int i = 0; i < MAX_LIVE; i++)
 		if (live[i] > 0)
 			kill(-live[i], SIGKILL);
 	run_interrupted = sig;
+	tempdir_remove_all();
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
@@ -97,6 +123,8 @@ static void on_signal(int sig)
 void run_setup_signals(void)
 {
 	struct sigaction sa;
+
+	find_git_parent();
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;

@@ -26,6 +26,7 @@
 #ifndef RUN_H
 #define RUN_H
 
+#include <signal.h>
 #include <sys/types.h>
 #include "strbuf.h"
 #include "trace.h"            /* now_ns() */
@@ -78,8 +79,19 @@ void child_release(struct child *c);
 void child_describe(const struct child *c, int status, char *buf, size_t n);
 
 /* Kill every live child's process group on SIGINT, SIGTERM and SIGHUP,
- * then die of the same signal.  Called once from main(). */
+ * remove the registered temporary directories (tempdir.h), then die of
+ * the same signal.  Called once from main(). */
 void run_setup_signals(void);
+
+/*
+ * Whether a signal is git's copy of one we were sent as well.  `git
+ * autokernel CMD` runs us under git, in the same process group: a Ctrl-C
+ * on the terminal reaches both, and git's handler sends it on to us
+ * again before it waits for us.  A handler installed with SA_SIGINFO
+ * passes its siginfo here and counts such a copy as no new signal.
+ * Signal-safe.
+ */
+int run_signal_from_git(const siginfo_t *si);
 /* Sends sig to every live child's process group (signal-safe). */
 void run_signal_children(int sig);
 
