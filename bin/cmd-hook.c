@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "builtin.h"
 #include "dtype.h"
@@ -68,6 +69,85 @@ static void staged_release(struct staged *s)
 	strbuf_release(&s->key);
 }
 
+/* Whether AUTOKERNEL_REJUDGE or autokernel.rejudge asks to measure a
+ * tree that was judged before again. */
+static int rejudge_asked(void)
+{
+	const char *env = getenv("AUTOKERNEL_REJUDGE");
+
+	if (env && *env)
+		return strcmp(env, "0") && strcmp(env, "false");
+	return config_bool("autokernel.rejudge", 0);
+}
+
+/* A pending result's time as "2026-12-03 09:14:02" into buf. */
+static void judged_when(const char *key, char *buf, size_t n)
+{
+	time_t t = (time_t)pending_time(key);
+	struct tm tm;
+
+	if (t > 0 && localtime_r(&t, &tm))
+		strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
+	else
+		snprintf(buf, n, "an earlier commit");
+}
+
+/* The verdict of a tree judged against this HEAD before; 1 when there is
+ * one (and it stands), 0 when the tree is to be judged. */
+static int cached_verdict(struct staged *s)
+{
+	json_t *res = pending_load(s->key.buf);
+	char when[64];
+
+	if (!res)
+		return 0;
+	if (rejudge_asked()) {
+		fprintf(stderr, "autokernel: judging again a tree judged "
+			"before (autokernel.rejudge)\n");
+		pending_remove(s->key.buf);
+		json_decref(res);
+		return 0;
+	}
+	judged_when(s->key.buf, when, sizeof(when));
+	fprintf(stderr, "autokernel: this staged tree was judged against this "
+		"HEAD before (cached verdict from %s): %s\n"
+		"autokernel: 'git -c autokernel.rejudge=true commit ...' or "
+		"AUTOKERNEL_REJUDGE=1 measures it again\n", when,
+		json_string_value(json_object_get(res, "verdict")));
+	json_decref(res);
+	return 1;
+}
+
+/*
+ * A staged tree that is HEAD's changes nothing to judge: an amend that
+ * only rewords (or an empty commit).  It goes through with HEAD's result,
+ * so the message keeps its trailers; its note is HEAD's, copied by git
+ * on an amend (notes.rewriteRef), and not written again by post-commit.
+ */
+static int same_as_head(struct staged *s)
+{
+	git_commit *head = NULL;
+	json_t *res;
+	int same;
+
+	if (s->unborn || git_commit_lookup(&head, repo_need(), &s->head) < 0)
+		return 0;
+	same = git_oid_equal(git_commit_tree_id(head), &s->tree);
+	git_commit_free(head);
+	if (!same)
+		return 0;
+	res = note_read(&s->head);
+	if (!res)
+		res = json_pack("{s:b,s:s,s:s}", "keep", 1, "status",
+				"unverified", "verdict", "HEAD is unverified");
+	json_object_set_new(res, "reworded", json_true());
+	fprintf(stderr, "autokernel: the staged tree is HEAD's: nothing to "
+		"judge; the commit keeps HEAD's result\n");
+	pending_save(s->key.buf, res);
+	json_decref(res);
+	return 1;
+}
+
 static int hook_pre_commit(void)
 {
 	struct staged s;
@@ -78,13 +158,8 @@ static int hook_pre_commit(void)
 		staged_release(&s);
 		return r > 0 ? 0 : 1;
 	}
-	if ((res = pending_load(s.key.buf))) {
-		fprintf(stderr, "autokernel: this staged tree was judged "
-			"against this HEAD before: %s\n",
-			json_string_value(json_object_get(res, "verdict")));
-		json_decref(res);
+	if (cached_verdict(&s) || same_as_head(&s))
 		goto done;
-	}
 	r = experiment_judge(&res, s.name, &s.tree, s.unborn ? NULL : &s.head,
 			     stderr);
 	if (r == 2 || r == 3) {
@@ -312,16 +387,60 @@ static int hook_reject(struct staged *s, json_t *res, struct strbuf *msg)
 	return 1;
 }
 
+/*
+ * A merge commit (git runs commit-msg, not pre-commit, for it): one that
+ * leaves the experiment's directory as HEAD has it goes through unjudged;
+ * one that changes the kernel or problem.json is refused, since a merge
+ * is no candidate.  0 or 1.
+ */
+static int hook_merge(struct staged *s)
+{
+	git_commit *head = NULL;
+	git_tree *ht = NULL, *st = NULL;
+	git_tree_entry *a = NULL, *b = NULL;
+	int same;
+
+	if (git_commit_lookup(&head, repo_need(), &s->head) < 0 ||
+	    git_commit_tree(&ht, head) < 0 ||
+	    git_tree_lookup(&st, repo_need(), &s->tree) < 0) {
+		git_commit_free(head);
+		return error("unable to read the merge: %s", repo_error()) ? 1 : 1;
+	}
+	same = git_tree_entry_bypath(&a, ht, s->name) == 0 &&
+		git_tree_entry_bypath(&b, st, s->name) == 0 &&
+		git_oid_equal(git_tree_entry_id(a), git_tree_entry_id(b));
+	git_tree_entry_free(a);
+	git_tree_entry_free(b);
+	git_tree_free(ht);
+	git_tree_free(st);
+	git_commit_free(head);
+	if (same) {
+		fprintf(stderr, "autokernel: a merge that leaves '%s/' as HEAD "
+			"has it: not judged\n", s->name);
+		return 0;
+	}
+	error("a merge that changes '%s/' is no candidate: keep the branch's "
+	      "copy ('git checkout HEAD -- %s/'), commit the merge, then "
+	      "commit the kernel change on its own to have it judged",
+	      s->name, s->name);
+	return 1;
+}
+
 static int hook_commit_msg(const char *file)
 {
 	struct staged s;
 	struct strbuf msg = STRBUF_INIT;
 	json_t *res = NULL;
+	const char *status;
 	int r = staged_load(&s), ret = 0;
 
 	if (r) {
 		staged_release(&s);
 		return r > 0 ? 0 : 1;
+	}
+	if (git_repository_state(repo_need()) == GIT_REPOSITORY_STATE_MERGE) {
+		ret = hook_merge(&s);
+		goto cleanup;
 	}
 	if (!(res = pending_load(s.key.buf))) {
 		error("no verification result for the staged tree (was the "
@@ -340,7 +459,16 @@ static int hook_commit_msg(const char *file)
 		ret = hook_reject(&s, res, &msg);
 		goto cleanup;
 	}
-	experiment_kept_message(&msg, res);
+	/* post-commit writes only what this hook let through: a commit made
+	 * with --no-verify skips this hook and stays unverified */
+	json_object_set_new(res, "approved", json_true());
+	if (pending_save(s.key.buf, res) < 0) {
+		ret = 1;
+		goto cleanup;
+	}
+	status = json_string_value(json_object_get(res, "status"));
+	if (!status || strcmp(status, "unverified"))
+		experiment_kept_message(&msg, res);
 	if (write_file_atomic(file, msg.buf, msg.len) < 0)
 		ret = 1;
 cleanup:
@@ -367,6 +495,13 @@ static int hook_post_commit(void)
 		    git_commit_parent_id(commit, 0) : NULL);
 	if (!(res = pending_load(key.buf)))
 		goto cleanup;   /* --no-verify: the commit stays unverified */
+	if (!json_is_true(json_object_get(res, "approved")) ||
+	    json_is_true(json_object_get(res, "reworded"))) {
+		/* a tree judged before, committed with --no-verify; or HEAD's
+		 * tree again, whose note git copies on an amend */
+		goto cleanup;
+	}
+	json_object_del(res, "approved");
 	json_object_set_new(res, "commit", json_string(git_oid_tostr_s(&head)));
 	if (note_write(&head, res) == 0)
 		pending_remove(key.buf);

@@ -1,6 +1,7 @@
 /*
  * cmd-init.c: `init`: hooks, config, the device's ceilings.
  */
+#include <dirent.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,14 @@ static const char *const hook_names[] = {
 	"pre-commit", "commit-msg", "post-commit",
 };
 
+static int is_installed_name(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(hook_names); i++)
+		if (!strcmp(hook_names[i], name))
+			return 1;
+	return 0;
+}
+
 #define OUR_MARK "git autokernel hook"
 
 static int hooks_dir(struct strbuf *dir)
@@ -44,6 +53,95 @@ static int is_ours(const char *path)
 
 	strbuf_release(&sb);
 	return ours;
+}
+
+/* $GIT_DIR/autokernel/hooks: ours when core.hooksPath names the user's. */
+static void private_hooks_dir(struct strbuf *dir)
+{
+	strbuf_addf(dir, "%s/hooks", repo_autokernel_dir());
+}
+
+/* A hook in the user's directory, run through ours as the chained one. */
+static int chain_user_hook(const char *dir, const char *user_dir,
+			   const char *name)
+{
+	struct strbuf path = STRBUF_INIT, text = STRBUF_INIT;
+	int ret = 0;
+
+	strbuf_addf(&path, "%s/%s%s", dir, name, is_installed_name(name) ?
+		    ".autokernel-chained" : "");
+	strbuf_addf(&text, "#!/bin/sh\n# Installed by git-autokernel: the hook "
+		    "of core.hooksPath before 'git autokernel init'\n"
+		    "# (autokernel.userHooksPath); it runs as it did.\n"
+		    "hook='%s/%s'\ntest -x \"$hook\" || exit 0\n"
+		    "exec \"$hook\" \"$@\"\n", user_dir, name);
+	if (write_file_atomic(path.buf, text.buf, text.len) < 0 ||
+	    chmod(path.buf, 0755) < 0)
+		ret = error_errno("unable to install '%s'", path.buf);
+	strbuf_release(&path);
+	strbuf_release(&text);
+	return ret;
+}
+
+/*
+ * core.hooksPath names a directory of the user's: often tracked in the
+ * work tree, or shared by all their repositories.  Nothing there is
+ * written.  Our hooks go to a private directory that core.hooksPath of
+ * this repository then names; every hook of the user's directory runs
+ * from there as before (ours chain theirs), and the old value is kept
+ * in autokernel.userHooksPath.  0 and the directory in dir, or -1.
+ */
+static int redirect_hooks(struct strbuf *dir, const char *user, int quiet)
+{
+	struct strbuf abs = STRBUF_INIT, names = STRBUF_INIT;
+	DIR *d;
+	struct dirent *e;
+	int ret = 0;
+
+	private_hooks_dir(dir);
+	if (!strcmp(user, dir->buf))
+		return 0;               /* done before */
+	if (*user == '/')
+		strbuf_addstr(&abs, user);
+	else
+		strbuf_addf(&abs, "%s%s", repo_workdir(), user);
+	if (mkdir_p(dir->buf) < 0)
+		return -1;
+	if ((d = opendir(abs.buf))) {
+		while ((e = readdir(d)) && !ret) {
+			struct strbuf p = STRBUF_INIT;
+
+			strbuf_addf(&p, "%s/%s", abs.buf, e->d_name);
+			/* not *.sample, nor ours from an earlier init */
+			if (e->d_name[0] != '.' && !strstr(e->d_name, ".") &&
+			    access(p.buf, X_OK) == 0 && !is_ours(p.buf)) {
+				ret = chain_user_hook(dir->buf, abs.buf,
+						      e->d_name);
+				strbuf_addf(&names, " %s", e->d_name);
+			}
+			strbuf_release(&p);
+		}
+		closedir(d);
+	}
+	if (!ret && (git_cmd(NULL, 0, "config", "autokernel.userHooksPath",
+			     user, NULL) ||
+		     git_cmd(NULL, 0, "config", "core.hooksPath", dir->buf,
+			     NULL)))
+		ret = error("unable to set core.hooksPath");
+	if (!ret && !quiet) {
+		printf("core.hooksPath '%s' is yours: left untouched; this "
+		       "repository's core.hooksPath is now '%s' (the old "
+		       "value is in autokernel.userHooksPath)\n", user,
+		       dir->buf);
+		if (names.len)
+			printf("your hooks there run first, as before:%s\n",
+			       names.buf);
+		printf("a hook you add to '%s' later runs after 'git "
+		       "autokernel init' again\n", user);
+	}
+	strbuf_release(&abs);
+	strbuf_release(&names);
+	return ret;
 }
 
 static int install_hook(const char *dir, const char *name, int quiet)
@@ -128,13 +226,17 @@ static int config_rewrite_ref(void)
 int setup_repository(int quiet)
 {
 	struct strbuf dir = STRBUF_INIT;
+	char *user = NULL;
 	int ret = 0;
 
 	repo_need();
-	if (hooks_dir(&dir) < 0) {
+	user = config_string("core.hooksPath", NULL);
+	if (user ? redirect_hooks(&dir, user, quiet) < 0 : hooks_dir(&dir) < 0) {
 		strbuf_release(&dir);
+		free(user);
 		return -1;
 	}
+	free(user);
 	for (size_t i = 0; i < ARRAY_SIZE(hook_names) && !ret; i++)
 		ret = install_hook(dir.buf, hook_names[i], quiet);
 	if (!ret && (config_default("autokernel.agent", "tune") ||

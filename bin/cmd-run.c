@@ -7,6 +7,7 @@
  * ref).  Everything the loop knows comes from git, so a killed run loses
  * nothing and the next one continues the numbering.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -124,7 +125,24 @@ static int parse_duration(const char *s, double *out)
 		}
 		p = end;
 	}
+	/* a year is longer than anyone means; 1e99h is a typo */
+	if (!isfinite(total) || total > 366 * 86400.0)
+		return -1;
 	*out = total;
+	return 0;
+}
+
+/* A count of 1 or more, the whole of s. */
+static int parse_count(const char *s, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (end == s || *end || errno || v < 1 || v > 1000000000)
+		return -1;
+	*out = (int)v;
 	return 0;
 }
 
@@ -145,13 +163,24 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	while ((opt = getopt_long(argc, argv, "+hn:", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'a': o->agent = optarg; break;
-		case 'n': o->max = atoi(optarg); break;
-		case 'p': o->plateau = atoi(optarg); break;
+		case 'n':
+			if (parse_count(optarg, &o->max) < 0)
+				return error("--max-experiments wants a number "
+					     "of experiments, 1 or more, not "
+					     "'%s'", optarg) ? 2 : 2;
+			break;
+		case 'p':
+			if (parse_count(optarg, &o->plateau) < 0)
+				return error("--plateau wants a number of "
+					     "rejections, 1 or more, not '%s'",
+					     optarg) ? 2 : 2;
+			break;
 		case 'o': o->ops = optarg; break;
 		case 'b':
 			if (parse_duration(optarg, &o->budget_s) < 0)
 				return error("bad duration '%s' (e.g. 90s, 30m, "
-					     "8h, 1h30m)", optarg) ? 2 : 2;
+					     "8h, 1h30m; at most a year)",
+					     optarg) ? 2 : 2;
 			break;
 		default:
 			return usage_with(usage_run, opt == 'h') ? 2 : -1;
@@ -310,13 +339,75 @@ static void usage_env(struct child *c, json_t *usage, const char *agent)
 	}
 }
 
+static void fmt_secs(char *buf, size_t n, double s)
+{
+	if (s >= 3600)
+		snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+	else if (s >= 60)
+		snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+	else
+		snprintf(buf, n, "%.0fs", s);
+}
+
+/* What the loop shows while the hooks judge an experiment. */
+struct watch {
+	struct run_state *st;
+	const char *name;
+	int number;
+	struct strbuf path;     /* AUTOKERNEL_PHASE's file */
+};
+
+/* On a terminal: the experiment's phase in place of the progress line. */
+static void show_phase(void *data)
+{
+	struct watch *w = data;
+	struct strbuf ph = STRBUF_INIT;
+	char e[32];
+
+	if (!w->st->tty || strbuf_read_file(&ph, w->path.buf) <= 0) {
+		strbuf_release(&ph);
+		return;
+	}
+	fmt_secs(e, sizeof(e), (now_ns() - w->st->t0) / 1e9);
+	fprintf(stderr, "\r\033[K[%s %d | %s] judging: %s", w->name, w->number,
+		e, ph.buf);
+	fflush(stderr);
+	strbuf_release(&ph);
+}
+
+/* The pending key of the staged tree against HEAD (records.h). */
+static void staged_key(struct strbuf *key)
+{
+	git_index *index = NULL;
+	git_oid tree, head;
+
+	if (git_repository_index(&index, repo_need()) == 0 &&
+	    git_index_read(index, 1) == 0 &&
+	    git_index_write_tree(&tree, index) == 0 && !repo_head(&head))
+		pending_key(key, &tree, &head);
+	git_index_free(index);
+}
+
+/* Whether a candidate has a rejection on record: one judged before is
+ * rejected again from the record, with no new attempt. */
+static int rejected_on_record(const char *key)
+{
+	json_t *res = *key ? pending_load(key) : NULL;
+	int rejected = res && json_is_false(json_object_get(res, "keep"));
+
+	json_decref(res);
+	return rejected;
+}
+
 /* git commit of the kernel; 0 kept, 1 rejected, -1 the commit failed
  * for another reason (its output printed). */
-static int commit_candidate(const char *name, const char *kernel,
+static int commit_candidate(struct run_state *st, const char *name,
+			    int number, const char *kernel,
 			    const struct proposal *pr, const char *agent)
 {
+	struct watch w = { st, name, number, STRBUF_INIT };
 	struct child c = CHILD_INIT;
-	struct strbuf msgfile = STRBUF_INIT, log = STRBUF_INIT;
+	struct strbuf msgfile = STRBUF_INIT, log = STRBUF_INIT, key = STRBUF_INIT;
 	int before = count_attempts(name), rc;
 
 	strbuf_addf(&msgfile, "%s/run-message", repo_autokernel_dir());
@@ -327,16 +418,23 @@ static int commit_candidate(const char *name, const char *kernel,
 		strbuf_release(&log);
 		return -1;
 	}
+	staged_key(&key);
 	strvec_pushl(&c.args, "git", "commit", "-q", "--no-edit", "-F",
 		     msgfile.buf, NULL);
 	usage_env(&c, pr->usage, agent);
+	strbuf_addf(&w.path, "%s/phase", repo_autokernel_dir());
+	unlink(w.path.buf);
+	strvec_pushf(&c.env, "AUTOKERNEL_PHASE=%s", w.path.buf);
+	c.tick = show_phase;
+	c.tick_data = &w;
 	c.capture = 1;
 	c.merge_err = 1;
 	c.no_stdin = 1;
 	c.timeout_ms = 4 * 3600 * 1000;
 	rc = run_child(&c);
 	write_file_atomic(log.buf, c.out.buf, c.out.len);
-	if (rc && count_attempts(name) == before) {
+	if (rc && count_attempts(name) == before &&
+	    !rejected_on_record(key.buf)) {
 		if (!run_interrupted)
 			fprintf(stderr, "%s", c.out.buf);
 		rc = -1;
@@ -346,6 +444,9 @@ static int commit_candidate(const char *name, const char *kernel,
 	child_release(&c);
 	strbuf_release(&msgfile);
 	strbuf_release(&log);
+	strbuf_release(&key);
+	unlink(w.path.buf);
+	strbuf_release(&w.path);
 	return rc;
 }
 
@@ -357,16 +458,6 @@ static json_t *best_note(const struct history *h)
 		if (!h->e[i].attempt && h->e[i].note)
 			best = h->e[i].note;
 	return best;
-}
-
-static void fmt_secs(char *buf, size_t n, double s)
-{
-	if (s >= 3600)
-		snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
-	else if (s >= 60)
-		snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
-	else
-		snprintf(buf, n, "%.0fs", s);
 }
 
 static void progress(struct run_state *st, const char *name,
@@ -479,7 +570,8 @@ static enum step experiment(struct run_state *st, const char *name,
 		(*rejected_in_row)++;
 		goto report;
 	}
-	rc = commit_candidate(name, krel.buf, &pr, st->agent->name);
+	rc = commit_candidate(st, name, ctx.experiment, krel.buf, &pr,
+			      st->agent->name);
 	if (rc < 0) {
 		restore_tree(before.buf);
 		if (run_interrupted) {

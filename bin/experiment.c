@@ -179,7 +179,10 @@ static int judge_candidate(struct judging *x)
 {
 	json_t *vr = NULL;
 	long long t0 = now_ns();
-	int rc = judge_build(&x->j, &x->cand, 0, &x->verdict);
+	int rc;
+
+	phase("building");
+	rc = judge_build(&x->j, &x->cand, 0, &x->verdict);
 
 	if (rc == 3)
 		return 3;
@@ -221,6 +224,7 @@ static int judge_bench(struct judging *x)
 
 	if (!x->baseline)
 		n = x->have_base ? 3 : 2;
+	phase("benchmark");
 	if (bench_slots(&x->j.r, &x->cand.p, x->cases, dt, slots, n,
 			judge_ceilings(&x->j, 0), &b, &x->verdict)) {
 		json_object_set_new(x->res, "bench", b ? b : json_null());

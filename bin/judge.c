@@ -35,8 +35,10 @@ static int materialize(struct candidate *c, const char *rev)
 	r = repo_read_file(&text, rev, path.buf);
 	if (r == 1)
 		ret = error("'%s' is not in %s", path.buf, rev ? rev : "the index");
-	if (r)
+	if (r) {
+		ret = -1;
 		goto cleanup;
+	}
 	if (problem_parse(&c->p, text.buf, path.buf) < 0) {
 		ret = -1;
 		goto cleanup;
@@ -47,8 +49,10 @@ static int materialize(struct candidate *c, const char *rev)
 	r = repo_read_file(&text, rev, path.buf);
 	if (r == 1)
 		ret = error("'%s' is not in %s", path.buf, rev ? rev : "the index");
-	if (r)
+	if (r) {
+		ret = -1;
 		goto cleanup;
+	}
 	snprintf(c->src, sizeof(c->src), "%s/%s", c->dir, c->p.kernel);
 	ret = write_file_atomic(c->src, text.buf, text.len);
 cleanup:
@@ -57,22 +61,22 @@ cleanup:
 	return ret ? -1 : 0;
 }
 
-static void short_id(struct candidate *c, const char *rev)
+/* The revision's full id and a label for it; -1 when it names nothing. */
+static int short_id(struct candidate *c, const char *rev)
 {
 	git_object *obj = NULL;
 
-	if (git_revparse_single(&obj, repo_need(), rev) == 0) {
-		const git_oid *id = git_object_id(obj);
-
-		git_oid_tostr(c->commit, sizeof(c->commit), id);
-		/* a hash names itself: "3f2a9c1", not "3f2a9c1... (3f2a9c1)" */
-		if (strlen(rev) >= 7 && !strncmp(rev, c->commit, strlen(rev)))
-			snprintf(c->label, sizeof(c->label), "%.7s", c->commit);
-		else
-			snprintf(c->label, sizeof(c->label), "%s (%.7s)",
-				 rev, c->commit);
-	}
+	if (git_revparse_single(&obj, repo_need(), rev) < 0)
+		return -1;
+	git_oid_tostr(c->commit, sizeof(c->commit), git_object_id(obj));
+	/* a hash names itself: "3f2a9c1", not "3f2a9c1... (3f2a9c1)" */
+	if (strlen(rev) >= 7 && !strncmp(rev, c->commit, strlen(rev)))
+		snprintf(c->label, sizeof(c->label), "%.7s", c->commit);
+	else
+		snprintf(c->label, sizeof(c->label), "%s (%.7s)", rev,
+			 c->commit);
 	git_object_free(obj);
+	return 0;
 }
 
 int candidate_load(struct candidate *c, const char *spec, const char *name)
@@ -128,7 +132,8 @@ int candidate_load(struct candidate *c, const char *spec, const char *name)
 		return materialize(c, NULL) ? 1 : 0;
 	}
 	snprintf(c->label, sizeof(c->label), "%s", spec);
-	short_id(c, spec);
+	if (short_id(c, spec) < 0)
+		return error("unknown revision '%s'", spec) ? 2 : 2;
 	return materialize(c, spec) ? 1 : 0;
 }
 
@@ -239,6 +244,20 @@ void judge_stop(struct judge *j)
 	j->device = j->ceilings = NULL;
 }
 
+/* The compiler's output as the user reads it: the kernel named by its
+ * path in the repository, not by where the judge built it. */
+static void compiler_output(struct strbuf *verdict, struct strbuf *log,
+			    const struct candidate *c)
+{
+	struct strbuf rel = STRBUF_INIT;
+
+	strbuf_addf(&rel, "%s/%s", c->name, c->p.kernel);
+	strbuf_replace(log, c->src, rel.buf);
+	strbuf_add_head_lines(verdict, log->buf, 30);
+	strbuf_trim(verdict);
+	strbuf_release(&rel);
+}
+
 int judge_build(struct judge *j, struct candidate *c, int slot,
 		struct strbuf *verdict)
 {
@@ -287,8 +306,7 @@ int judge_build(struct judge *j, struct candidate *c, int slot,
 	} else if (r < 0) {
 		strbuf_addf(verdict, "unable to build '%s/%s': %s\n", c->name,
 			    c->p.kernel, status.buf);
-		strbuf_add_head_lines(verdict, log.buf, 30);
-		strbuf_trim(verdict);
+		compiler_output(verdict, &log, c);
 		ret = 1;
 	} else if (slot >= 0 && runner_load(&j->r, slot, so.buf, &why) < 0) {
 		strbuf_addf(verdict, "unable to load '%s/%s': %s", c->name,

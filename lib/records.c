@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "paths.h"
 #include "records.h"
 #include <git2/sys/repository.h>
 #include "repo.h"
+#include "lib/trace.h"
 
 void message_cleanup(struct strbuf *msg)
 {
@@ -134,19 +136,71 @@ json_t *note_read(const git_oid *commit)
 	return j;
 }
 
+/*
+ * One note into the notes ref as a compare-and-swap: the new notes
+ * commit is made on the tip read, and the ref moves only if it still
+ * points there.  (git_note_create() moves it unconditionally, so two
+ * writers at once lose a note.)  1 when another writer won the race.
+ */
+static int note_cas(const git_oid *commit, const char *text,
+		    const git_signature *sig)
+{
+	git_repository *repo = repo_need();
+	git_reference *ref = NULL;
+	git_commit *tip = NULL;
+	git_oid tip_id, id, blob;
+	int e, have;
+
+	e = git_reference_name_to_id(&tip_id, repo, NOTES_REF);
+	have = e == 0;
+	if ((e < 0 && e != GIT_ENOTFOUND) ||
+	    (have && git_commit_lookup(&tip, repo, &tip_id) < 0))
+		return -1;
+	e = git_note_commit_create(&id, &blob, repo, tip, sig, sig, commit,
+				   text, 1);
+	if (!e && have)
+		e = git_reference_create_matching(&ref, repo, NOTES_REF, &id, 1,
+						  &tip_id, "notes: autokernel");
+	else if (!e)
+		e = git_reference_create(&ref, repo, NOTES_REF, &id, 0,
+					 "notes: autokernel");
+	git_reference_free(ref);
+	git_commit_free(tip);
+	if (e == GIT_EMODIFIED || e == GIT_ELOCKED || e == GIT_EEXISTS)
+		return 1;
+	return e < 0 ? -1 : 0;
+}
+
+/* A pseudo-random number that differs between processes. */
+static unsigned pause_seed(void)
+{
+	static unsigned seed;
+
+	if (!seed)
+		seed = (unsigned)getpid() ^ (unsigned)now_ns();
+	return (unsigned)rand_r(&seed);
+}
+
+/* Concurrent writers (runs in two worktrees, git itself) all land their
+ * notes: a lost race is tried again after a random pause. */
 int note_write(const git_oid *commit, json_t *note)
 {
 	git_signature *sig = signature();
 	char *text = json_dumps(note, JSON_INDENT(1) | JSON_SORT_KEYS);
-	git_oid id;
-	int ret = 0;
+	int ret = 0, e = 1;
 
-	if (!sig || !text)
+	if (!sig || !text) {
 		ret = error("unable to write a note: %s", repo_error());
-	else if (git_note_create(&id, repo_need(), NOTES_REF, sig, sig,
-				 commit, text, 1) < 0)
+		goto cleanup;
+	}
+	for (int tries = 0; tries < 500 && e == 1; tries++) {
+		if ((e = note_cas(commit, text, sig)) == 1)
+			usleep(1000 + pause_seed() % 20000);
+	}
+	if (e)
 		ret = error("unable to write the note on %s: %s",
 			    git_oid_tostr_s(commit), repo_error());
+cleanup:
 	free(text);
 	git_signature_free(sig);
 	return ret;
@@ -234,7 +288,8 @@ int attempt_save(int *n, git_oid *out, const char *name, const git_oid *tree,
 		strbuf_addf(&refname, "%s%s/%d", ATTEMPTS_PREFIX, name, *n);
 		e = git_reference_create(&ref, repo_need(), refname.buf, out, 0,
 					 "autokernel: rejected candidate");
-		if (e != GIT_EEXISTS)
+		/* taken, or being taken by another saver just now */
+		if (e != GIT_EEXISTS && e != GIT_ELOCKED)
 			break;
 	}
 	if (e < 0) {
@@ -288,6 +343,18 @@ json_t *pending_load(const char *key)
 	j = json_load_file(path.buf, 0, NULL);
 	strbuf_release(&path);
 	return j;
+}
+
+long long pending_time(const char *key)
+{
+	struct strbuf path = STRBUF_INIT;
+	struct stat st;
+	long long t;
+
+	pending_path(&path, key);
+	t = stat(path.buf, &st) == 0 ? (long long)st.st_mtime : 0;
+	strbuf_release(&path);
+	return t;
 }
 
 void pending_remove(const char *key)

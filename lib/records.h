@@ -55,6 +55,8 @@ void pending_key(struct strbuf *key, const git_oid *tree, const git_oid *head);
 int pending_save(const char *key, json_t *result);
 json_t *pending_load(const char *key);
 void pending_remove(const char *key);
+/* When a pending result was saved (seconds since the epoch), or 0. */
+long long pending_time(const char *key);
 
 /* The index the hooks must read: $GIT_INDEX_FILE when git set it. */
 int repo_hook_index(git_index **out);

@@ -1,6 +1,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "paths.h"
 #include <stdarg.h>
 #include "repo.h"
@@ -118,12 +119,81 @@ static git_config *snapshot(void)
 	return snap;
 }
 
+/* One shell-quoted word of GIT_CONFIG_PARAMETERS ('a'\''b' is a'b), from
+ * *p into w; 0, or -1 at the end or on a malformed word. */
+static int sq_word(const char **p, struct strbuf *w)
+{
+	const char *s = *p;
+
+	strbuf_reset(w);
+	while (*s == ' ')
+		s++;
+	if (*s != '\'')
+		return -1;
+	for (;;) {
+		const char *q = strchr(s + 1, '\'');
+
+		if (!q)
+			return -1;
+		strbuf_add(w, s + 1, q - s - 1);
+		s = q + 1;
+		if (strncmp(s, "\\''", 3))
+			break;
+		strbuf_addch(w, '\'');
+		s += 2;         /* the \' and the quote that reopens */
+	}
+	*p = s;
+	return 0;
+}
+
+/*
+ * `git -c key=value` reaches hooks and commands as GIT_CONFIG_PARAMETERS,
+ * which libgit2 does not read: 'key'='value' words (or 'key=value' from
+ * git before 2.31).  The last setting of key, or NULL; free() it.
+ */
+static char *config_from_params(const char *key)
+{
+	const char *p = getenv("GIT_CONFIG_PARAMETERS");
+	struct strbuf w = STRBUF_INIT, k = STRBUF_INIT;
+	char *val = NULL;
+
+	while (p && sq_word(&p, &w) == 0) {
+		const char *eq;
+
+		strbuf_reset(&k);
+		if (*p == '=') {
+			strbuf_addbuf(&k, &w);
+			p++;
+			if (sq_word(&p, &w) < 0)
+				break;
+		} else if ((eq = strchr(w.buf, '='))) {
+			strbuf_add(&k, w.buf, eq - w.buf);
+			memmove(w.buf, eq + 1, strlen(eq + 1) + 1);
+			w.len = strlen(w.buf);
+		} else {
+			strbuf_addbuf(&k, &w);
+			strbuf_reset(&w);
+			strbuf_addstr(&w, "true");      /* git -c flag */
+		}
+		if (!strcasecmp(k.buf, key)) {
+			free(val);
+			val = xstrdup(w.buf);
+		}
+	}
+	strbuf_release(&w);
+	strbuf_release(&k);
+	return val;
+}
+
 char *config_string(const char *key, const char *def)
 {
-	git_config *cfg = snapshot();
+	git_config *cfg;
 	const char *v = NULL;
-	char *out;
+	char *out = config_from_params(key);
 
+	if (out)
+		return out;
+	cfg = snapshot();
 	if (cfg && git_config_get_string(&v, cfg, key) == 0)
 		out = xstrdup(v);
 	else
@@ -134,24 +204,24 @@ char *config_string(const char *key, const char *def)
 
 int config_int(const char *key, int def)
 {
-	git_config *cfg = snapshot();
+	char *s = config_string(key, NULL);
 	int32_t v;
 	int out = def;
 
-	if (cfg && git_config_get_int32(&v, cfg, key) == 0)
+	if (s && git_config_parse_int32(&v, s) == 0)
 		out = v;
-	git_config_free(cfg);
+	free(s);
 	return out;
 }
 
 int config_bool(const char *key, int def)
 {
-	git_config *cfg = snapshot();
+	char *s = config_string(key, NULL);
 	int v, out = def;
 
-	if (cfg && git_config_get_bool(&v, cfg, key) == 0)
+	if (s && git_config_parse_bool(&v, s) == 0)
 		out = v;
-	git_config_free(cfg);
+	free(s);
 	return out;
 }
 

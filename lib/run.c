@@ -294,6 +294,7 @@ static int wait_child(struct child *c, int timeout_ms)
 static void pump(struct child *c, int timeout_ms)
 {
 	size_t written = 0;
+	long long last_tick = now_ns();
 
 	if (c->in >= 0 && !c->stdin_len)
 		close_fd(&c->in);
@@ -316,6 +317,10 @@ static void pump(struct child *c, int timeout_ms)
 			if (errno == EINTR)
 				continue;
 			break;
+		}
+		if (c->tick && now_ns() - last_tick > 200000000LL) {
+			c->tick(c->tick_data);
+			last_tick = now_ns();
 		}
 		for (int i = 0; i < n; i++) {
 			char buf[8192];

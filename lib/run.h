@@ -56,6 +56,9 @@ struct child {
 	unsigned same_group:1;  /* stay in our process group (a terminal) */
 	const char *stdin_data; /* run_child: written to the child's stdin */
 	size_t stdin_len;
+	/* run_child: called about every 200 ms while the child runs */
+	void (*tick)(void *data);
+	void *tick_data;
 
 	struct strbuf out, err;
 	pid_t pid;

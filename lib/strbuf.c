@@ -256,3 +256,21 @@ int parse_fraction(const char *s, double *out)
 	*out = *end == '%' || v >= 1 ? v / 100 : v;
 	return 0;
 }
+
+void strbuf_replace(struct strbuf *sb, const char *from, const char *to)
+{
+	struct strbuf out = STRBUF_INIT;
+	size_t flen = strlen(from);
+	const char *p = sb->buf, *q;
+
+	if (!flen)
+		return;
+	while ((q = strstr(p, from))) {
+		strbuf_add(&out, p, q - p);
+		strbuf_addstr(&out, to);
+		p = q + flen;
+	}
+	strbuf_addstr(&out, p);
+	strbuf_release(sb);
+	*sb = out;
+}

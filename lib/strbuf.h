@@ -48,6 +48,9 @@ long strbuf_read_fd(struct strbuf *sb, int fd);
 /* Writes a file atomically (temp file + rename); 0 or error(). */
 int write_file_atomic(const char *path, const void *data, size_t len);
 
+/* Every occurrence of from in sb replaced by to. */
+void strbuf_replace(struct strbuf *sb, const char *from, const char *to);
+
 /* The first n lines of s (all of it if fewer), for compiler output. */
 void strbuf_add_head_lines(struct strbuf *sb, const char *s, int n);
 

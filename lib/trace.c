@@ -54,3 +54,27 @@ void trace(const char *who, const char *fmt, ...)
 	if (write(fd, line, (size_t)n) < 0)
 		return;
 }
+
+void phase(const char *fmt, ...)
+{
+	const char *path = getenv("AUTOKERNEL_PHASE");
+	char line[256];
+	va_list ap;
+	int n, f;
+
+	if (!path || !*path)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if (n >= (int)sizeof(line))
+		n = (int)sizeof(line) - 1;
+	f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (f < 0)
+		return;
+	if (write(f, line, (size_t)n) < 0)
+		n = 0;
+	close(f);
+}

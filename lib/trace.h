@@ -24,4 +24,12 @@ double ms_since(long long t0);
 
 void trace(const char *who, const char *fmt, ...) AK_PRINTF(2, 3);
 
+/*
+ * The judgement's phase ("stage 2/5 shape sweep", "benchmark") for a
+ * `run` that shows it on its progress line: with AUTOKERNEL_PHASE=FILE
+ * in the environment (run sets it for the commit it makes), each call
+ * replaces FILE's one line; without it, nothing.
+ */
+void phase(const char *fmt, ...) AK_PRINTF(1, 2);
+
 #endif

@@ -43,11 +43,18 @@ test_expect_success 'a failing chained hook still blocks the commit' '
 	echo y >f && git add f && test_must_fail git commit -q -m blocked
 '
 
-test_expect_success 'core.hooksPath is honoured' '
+test_expect_success 'core.hooksPath is honoured, and nothing in it written' '
 	new_repo r3 && cd r3 && mkdir myhooks &&
+	printf "#!/bin/sh\necho mine >>../mine3.log\n" >myhooks/pre-commit &&
+	chmod +x myhooks/pre-commit && cp myhooks/pre-commit ../before &&
 	git config core.hooksPath myhooks &&
-	git autokernel init --no-measure &&
-	test -x myhooks/pre-commit && ! test -e .git/hooks/pre-commit
+	git autokernel init --no-measure >out &&
+	cmp ../before myhooks/pre-commit && test $(ls myhooks | wc -l) = 1 &&
+	grep "left untouched" out &&
+	test "$(git config autokernel.userHooksPath)" = myhooks &&
+	test -x .git/autokernel/hooks/pre-commit &&
+	! test -e .git/hooks/pre-commit &&
+	echo x >f && git add f && git commit -q -m plain && grep mine ../mine3.log
 '
 
 test_setup 'start makes the branch, the files and the baseline commit' '

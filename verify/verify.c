@@ -365,6 +365,8 @@ int verify_stages(struct runner *r, const struct problem *p,
 		struct ctx x = { r, p, slot, json_array(), &why };
 		long long t0 = now_ns();
 
+		phase("stage %d/5 %s", st + 1, stage_names[st]);
+
 		fail = stage_run(&x, cs, st);
 		json_array_append_new(stages, json_pack("{s:s,s:b,s:f,s:o}",
 			"name", stage_names[st], "pass", !fail,
