@@ -8,8 +8,8 @@ B ?= build
 CC ?= cc
 CFLAGS ?= -O2 -g
 WERROR ?=
-AK_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-format-truncation $(WERROR) -fopenmp -I. -Iinclude -Ilib \
-	-Iverify -Ibackends -Iagent -Ibin $(shell pkg-config --cflags libgit2 libcurl jansson)
+AK_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-format-truncation $(WERROR) -fopenmp -Iinclude -I. \
+	$(shell pkg-config --cflags libgit2 libcurl jansson)
 AK_LIBS = $(shell pkg-config --libs libgit2 libcurl jansson) -lz -ldl -lm -fopenmp
 # DT_RPATH, not RUNPATH: it also finds the libraries' own dependencies
 # in a bundle's lib/ (make bundle).
@@ -33,11 +33,17 @@ HIP_LIB ?= $(patsubst %/libamdhip64.so,%,$(firstword $(wildcard \
 	$(ROCM_PATH)/lib/libamdhip64.so /usr/lib/*/libamdhip64.so)))
 HAVE_HIP := $(if $(and $(HIPCC),$(HIP_INC),$(HIP_LIB)),1)
 
+# The parts, lowest first; includes name their folder ("lib/strbuf.h").
 LIB_SRC = $(wildcard lib/*.c)
+OPS_SRC = $(wildcard ops/*.c)
 VERIFY_SRC = $(wildcard verify/*.c)
 AGENT_SRC = $(wildcard agent/*.c)
+JUDGE_SRC = $(wildcard judge/*.c)
+PROFILE_SRC = $(filter-out profile/cupti-inject.c,$(wildcard profile/*.c))
+REPORT_SRC = $(wildcard report/*.c)
 BIN_SRC = $(wildcard bin/*.c)
-CORE_OBJ = $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(VERIFY_SRC) $(AGENT_SRC) \
+CORE_OBJ = $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(OPS_SRC) $(VERIFY_SRC) \
+	$(AGENT_SRC) $(JUDGE_SRC) $(PROFILE_SRC) $(REPORT_SRC) \
 	backends/build.c)
 BIN_OBJ = $(patsubst %.c,$(B)/%.o,$(BIN_SRC))
 UNIT_SRC = $(wildcard tests/unit-*.c)
@@ -60,7 +66,7 @@ all: $(B)/git-autokernel $(RUNNERS) $(CUPTI_LIB) $(UNIT_BIN)
 	@$(if $(HAVE_CUPTI),,echo "CUPTI not found, skipping libak-cupti.so (profile -- CMD)")
 	@$(if $(HAVE_HIP),,echo "hipcc or libamdhip64 not found, skipping the HIP runner")
 
-$(B)/libak-cupti.so: backends/cupti-inject.c
+$(B)/libak-cupti.so: profile/cupti-inject.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -fPIC \
 		-shared -I$(CUDA_HOME)/include -I$(CUPTI_INC) $(LDFLAGS) -o $@ $< \

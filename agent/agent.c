@@ -1,6 +1,6 @@
 #include <stdlib.h>
 #include <string.h>
-#include "agent.h"
+#include "agent/agent.h"
 
 void proposal_release(struct proposal *pr)
 {

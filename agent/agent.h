@@ -22,9 +22,9 @@
 #define AGENT_H
 
 #include <jansson.h>
-#include "history.h"
-#include "problem.h"
-#include "strbuf.h"
+#include "lib/history.h"
+#include "ops/problem.h"
+#include "lib/strbuf.h"
 
 struct agent_context {
 	const char *name;               /* the experiment: autokernel/<name> */

@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include "agent.h"
-#include "repo.h"
-#include "run.h"
+#include "agent/agent.h"
+#include "lib/repo.h"
+#include "lib/run.h"
 
 struct exec_data {
 	struct strvec cmd;

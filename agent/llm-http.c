@@ -9,9 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <curl/curl.h>
-#include "llm-http.h"
-#include "llm-reply.h"
-#include "run.h"
+#include "agent/llm-http.h"
+#include "agent/llm-reply.h"
+#include "lib/run.h"
 
 #ifndef AK_VERSION
 #define AK_VERSION "dev"

@@ -38,7 +38,7 @@
 
 #include <stdint.h>
 #include <jansson.h>
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 #define LLM_BODY_MAX (8L * 1024 * 1024)         /* an answer's bytes */
 #define LLM_RETRY_AFTER_CAP_MS 120000L

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "llm-reply.h"
+#include "agent/llm-reply.h"
 
 struct line {
 	size_t start, end;              /* end excludes the '\n' */

@@ -34,7 +34,7 @@
 #define LLM_REPLY_H
 
 #include <stddef.h>
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 #define LLM_REPLY_MAX (512 * 1024)
 #define LLM_KERNEL_MAX (256 * 1024)

@@ -24,12 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "agent.h"
-#include "llm-http.h"
-#include "llm-reply.h"
-#include "paths.h"
-#include "repo.h"
-#include "run.h"
+#include "agent/agent.h"
+#include "agent/llm-http.h"
+#include "agent/llm-reply.h"
+#include "lib/paths.h"
+#include "lib/repo.h"
+#include "lib/run.h"
 
 /* Experiments in a row the server refuses with a 4xx before the run
  * stops: the same request shape would be refused forever. */

@@ -10,10 +10,10 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include "agent.h"
-#include "dtype.h"
-#include "paths.h"
-#include "repo.h"
+#include "agent/agent.h"
+#include "ops/dtype.h"
+#include "lib/paths.h"
+#include "lib/repo.h"
 
 #define HISTORY_SHOWN 40
 #define VERDICT_LINES 80

@@ -6,7 +6,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
-#include "tunables.h"
+#include "agent/tunables.h"
 
 #define MARK "autokernel: tune"
 

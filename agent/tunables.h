@@ -20,7 +20,7 @@
 #ifndef TUNABLES_H
 #define TUNABLES_H
 
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 #define TUNE_MAX_PARAMS 16
 #define TUNE_MAX_VALUES 32

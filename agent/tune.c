@@ -11,9 +11,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "agent.h"
-#include "repo.h"
-#include "tunables.h"
+#include "agent/agent.h"
+#include "lib/repo.h"
+#include "agent/tunables.h"
 
 struct tried {
 	char **keys;

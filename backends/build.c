@@ -4,31 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <git2.h>
-#include "build.h"
-#include "paths.h"
-#include "run.h"
+#include "backends/build.h"
+#include "ops/problem.h"
+#include "lib/paths.h"
+#include "lib/run.h"
 #include "lib/tempdir.h"
-
-static const struct {
-	const char *name, *ext;
-} backends[] = {
-	{ "host", ".c" },
-	{ "cuda", ".cu" },
-	{ "hip", ".hip" },
-};
-
-const char *backend_ext(const char *backend)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(backends); i++)
-		if (!strcmp(backends[i].name, backend))
-			return backends[i].ext;
-	return NULL;
-}
-
-int backend_known(const char *backend)
-{
-	return backend && backend_ext(backend) != NULL;
-}
 
 const char *backend_compiler(const char *backend)
 {

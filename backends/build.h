@@ -16,11 +16,8 @@
 #ifndef BUILD_H
 #define BUILD_H
 
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
-/* "host" -> ".c", "cuda" -> ".cu", "hip" -> ".hip"; NULL if unknown. */
-const char *backend_ext(const char *backend);
-int backend_known(const char *backend);
 /* The compiler a backend uses (cc, nvcc, hipcc), honouring overrides. */
 const char *backend_compiler(const char *backend);
 

@@ -13,7 +13,7 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
-#include "dev.h"
+#include "backends/dev.h"
 
 #ifdef AK_HIP
 #include <hip/hip_runtime_api.h>

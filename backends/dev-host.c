@@ -10,7 +10,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
-#include "dev.h"
+#include "backends/dev.h"
 
 const char *dev_backend = "host";
 

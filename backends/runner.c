@@ -32,9 +32,9 @@
 #include <unistd.h>
 #include <jansson.h>
 #include "autokernel.h"
-#include "dev.h"
-#include "strbuf.h"
-#include "trace.h"
+#include "backends/dev.h"
+#include "lib/strbuf.h"
+#include "lib/trace.h"
 
 #define MAX_SLOTS 8
 #define MAX_TENSORS (2 * 4)

@@ -18,11 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "builtin.h"
-#include "judge.h"
-#include "paths.h"
-#include "repo.h"
-#include "run.h"
+#include "bin/builtin.h"
+#include "judge/judge.h"
+#include "lib/paths.h"
+#include "lib/repo.h"
+#include "lib/run.h"
 
 static const char usage_bisect[] =
 	"usage: git autokernel bisect <good> <bad> [--threshold <p>] [--json]\n"

@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "builtin.h"
-#include "paths.h"
-#include "repo.h"
-#include "run.h"
-#include "setup.h"
+#include "bin/builtin.h"
+#include "lib/paths.h"
+#include "lib/repo.h"
+#include "lib/run.h"
+#include "judge/setup.h"
 
 static const char usage_demo[] =
 	"usage: git autokernel demo [--dir DIR] [--max-experiments N]\n"

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "builtin.h"
-#include "history.h"
-#include "repo.h"
+#include "bin/builtin.h"
+#include "lib/history.h"
+#include "lib/repo.h"
 
 static const char usage_log[] =
 	"usage: git autokernel log [--attempts] [--json]\n"

@@ -2,13 +2,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <jansson.h>
-#include "builtin.h"
-#include "dtype.h"
-#include "ops.h"
-#include "problem.h"
-#include "build.h"
+#include "bin/builtin.h"
+#include "ops/dtype.h"
+#include "ops/ops.h"
+#include "ops/problem.h"
+#include "backends/build.h"
 #include <stdlib.h>
-#include "usage.h"
+#include "lib/usage.h"
 
 static const char usage_ops[] =
 	"usage: git autokernel ops [--json] [<op>]\n"

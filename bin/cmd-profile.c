@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "builtin.h"
-#include "paths.h"
-#include "profile.h"
-#include "repo.h"
-#include "run.h"
+#include "bin/builtin.h"
+#include "lib/paths.h"
+#include "profile/profile.h"
+#include "lib/repo.h"
+#include "lib/run.h"
 
 static const char usage_profile[] =
 	"usage: git autokernel profile [--json] [--start N] [--backend B] TRACE\n"

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "builtin.h"
-#include "report.h"
-#include "repo.h"
+#include "bin/builtin.h"
+#include "report/report.h"
+#include "lib/repo.h"
 
 static const char usage_report[] =
 	"usage: git autokernel report [--format md|json|svg] [-o <file>]\n"

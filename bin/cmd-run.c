@@ -16,14 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "agent.h"
-#include "builtin.h"
-#include "history.h"
-#include "judge.h"
-#include "paths.h"
-#include "records.h"
-#include "repo.h"
-#include "run.h"
+#include "agent/agent.h"
+#include "bin/builtin.h"
+#include "lib/history.h"
+#include "judge/judge.h"
+#include "judge/loop.h"
+#include "lib/paths.h"
+#include "lib/records.h"
+#include "lib/repo.h"
+#include "lib/run.h"
 
 static const char usage_run[] =
 	"usage: git autokernel run [--agent tune|exec|llm] [--max-experiments N]\n"
@@ -193,152 +194,6 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 	return 0;
 }
 
-/* ---- the work tree ---- */
-
-static int tree_is_clean(void)
-{
-	struct strbuf out = STRBUF_INIT;
-	int clean = !git_cmd(&out, 0, "status", "--porcelain",
-			     "--untracked-files=no", NULL) && !out.len;
-
-	strbuf_release(&out);
-	return clean;
-}
-
-static void untracked(struct strbuf *out)
-{
-	git_cmd(out, 1, "ls-files", "--others", "--exclude-standard", NULL);
-}
-
-/* Untracked paths that are not in before (a "\n"-framed list), one per
- * line: what the agent created. */
-static void new_untracked(struct strbuf *out, const char *before)
-{
-	struct strbuf now = STRBUF_INIT, line = STRBUF_INIT;
-	const char *p;
-
-	untracked(&now);
-	for (p = now.buf; *p;) {
-		const char *eol = strchrnul(p, '\n');
-
-		strbuf_reset(&line);
-		strbuf_addch(&line, '\n');
-		strbuf_add(&line, p, eol - p);
-		strbuf_addch(&line, '\n');
-		if (eol > p && !strstr(before, line.buf))
-			strbuf_add(out, line.buf + 1, line.len - 1);
-		p = *eol ? eol + 1 : eol;
-	}
-	strbuf_release(&now);
-	strbuf_release(&line);
-}
-
-/* Back to HEAD: the index, the tracked files the agent changed (the
- * kernel among them), and the untracked files it created. */
-static void restore_tree(const char *before_untracked)
-{
-	struct strbuf created = STRBUF_INIT, abs = STRBUF_INIT;
-	const char *p;
-
-	git_cmd(NULL, 1, "reset", "-q", NULL);
-	git_cmd(NULL, 1, "checkout", "-q", "HEAD", "--", ".", NULL);
-	new_untracked(&created, before_untracked);
-	for (p = created.buf; *p;) {
-		const char *eol = strchrnul(p, '\n');
-
-		strbuf_reset(&abs);
-		strbuf_addstr(&abs, repo_workdir());
-		strbuf_add(&abs, p, eol - p);
-		remove_tree(abs.buf);
-		p = *eol ? eol + 1 : eol;
-	}
-	strbuf_release(&created);
-	strbuf_release(&abs);
-}
-
-/* Paths the agent changed besides the kernel: tracked changes and new
- * untracked files, comma-separated into bad. */
-static void out_of_scope(struct strbuf *bad, const char *kernel,
-			 const char *before_untracked)
-{
-	struct strbuf paths = STRBUF_INIT;
-	const char *p;
-
-	git_cmd(&paths, 1, "diff", "--name-only", "HEAD", NULL);
-	new_untracked(&paths, before_untracked);
-	for (p = paths.buf; *p;) {
-		const char *eol = strchrnul(p, '\n');
-		size_t len = eol - p;
-
-		if (len && !(len == strlen(kernel) && !strncmp(p, kernel, len))) {
-			if (bad->len)
-				strbuf_addstr(bad, ", ");
-			strbuf_add(bad, p, len);
-		}
-		p = *eol ? eol + 1 : eol;
-	}
-	strbuf_release(&paths);
-}
-
-static int kernel_changed(const char *kernel)
-{
-	return git_cmd(NULL, 1, "diff", "--quiet", "HEAD", "--", kernel, NULL) != 0;
-}
-
-/* Saves the work tree's candidate as an attempt without the hooks, for
- * experiments that never reached a commit (the agent failed after
- * editing, or edited other files). */
-static int save_unjudged(const char *name, const char *subject,
-			 const char *reason, const char *verdict)
-{
-	git_index *index = NULL;
-	git_oid tree, head;
-	json_t *note;
-	struct strbuf msg = STRBUF_INIT;
-	int n = 0, ret = 0;
-
-	if (git_cmd(NULL, 1, "add", "-A", "--", ".", NULL) ||
-	    git_repository_index(&index, repo_need()) < 0 ||
-	    git_index_read(index, 1) < 0 ||
-	    git_index_write_tree(&tree, index) < 0 || repo_head(&head)) {
-		git_index_free(index);
-		return error("unable to save the candidate: %s", repo_error());
-	}
-	note = json_pack("{s:i,s:s,s:b,s:s,s:s,s:s,s:s}", "version", 1,
-			 "tool", AK_VERSION, "keep", 0, "status", "rejected",
-			 "reason", reason, "verdict", verdict, "name", name);
-	strbuf_addf(&msg, "%s\n\nRejected (%s): %s\n\nAutokernel-Verdict: "
-		    "rejected\n", subject, reason, verdict);
-	ret = attempt_save(&n, &tree, name, &tree, &head, msg.buf, note);
-	json_decref(note);
-	git_index_free(index);
-	strbuf_release(&msg);
-	return ret;
-}
-
-/* ---- one experiment ---- */
-
-static int count_attempts(const char *name)
-{
-	struct attempt *a = NULL;
-	int n = attempts_list(&a, name);
-
-	free(a);
-	return n;
-}
-
-static void usage_env(struct child *c, json_t *usage, const char *agent)
-{
-	strvec_push(&c->env, "AUTOKERNEL_RUN=1");
-	strvec_pushf(&c->env, "AUTOKERNEL_AGENT=%s", agent);
-	if (usage) {
-		char *text = json_dumps(usage, JSON_COMPACT);
-
-		strvec_pushf(&c->env, "AUTOKERNEL_USAGE=%s", text);
-		free(text);
-	}
-}
-
 static void fmt_secs(char *buf, size_t n, double s)
 {
 	if (s >= 3600)
@@ -349,104 +204,51 @@ static void fmt_secs(char *buf, size_t n, double s)
 		snprintf(buf, n, "%.0fs", s);
 }
 
-/* What the loop shows while the hooks judge an experiment. */
+/* What the progress line shows while the hooks judge an experiment. */
 struct watch {
 	struct run_state *st;
 	const char *name;
 	int number;
-	struct strbuf path;     /* AUTOKERNEL_PHASE's file */
 };
 
 /* On a terminal: the experiment's phase in place of the progress line. */
-static void show_phase(void *data)
+static void show_phase(const char *phase, void *data)
 {
 	struct watch *w = data;
-	struct strbuf ph = STRBUF_INIT;
 	char e[32];
 
-	if (!w->st->tty || strbuf_read_file(&ph, w->path.buf) <= 0) {
-		strbuf_release(&ph);
+	if (!w->st->tty)
 		return;
-	}
 	fmt_secs(e, sizeof(e), (now_ns() - w->st->t0) / 1e9);
 	fprintf(stderr, "\r\033[K[%s %d | %s] judging: %s", w->name, w->number,
-		e, ph.buf);
+		e, phase);
 	fflush(stderr);
-	strbuf_release(&ph);
 }
 
-/* The pending key of the staged tree against HEAD (records.h). */
-static void staged_key(struct strbuf *key)
-{
-	git_index *index = NULL;
-	git_oid tree, head;
-
-	if (git_repository_index(&index, repo_need()) == 0 &&
-	    git_index_read(index, 1) == 0 &&
-	    git_index_write_tree(&tree, index) == 0 && !repo_head(&head))
-		pending_key(key, &tree, &head);
-	git_index_free(index);
-}
-
-/* Whether a candidate has a rejection on record: one judged before is
- * rejected again from the record, with no new attempt. */
-static int rejected_on_record(const char *key)
-{
-	json_t *res = *key ? pending_load(key) : NULL;
-	int rejected = res && json_is_false(json_object_get(res, "keep"));
-
-	json_decref(res);
-	return rejected;
-}
-
-/* git commit of the kernel; 0 kept, 1 rejected, -1 the commit failed
- * for another reason (its output printed). */
+/* The agent's candidate committed through the hooks (loop_commit()). */
 static int commit_candidate(struct run_state *st, const char *name,
 			    int number, const char *kernel,
 			    const struct proposal *pr, const char *agent)
 {
-	struct watch w = { st, name, number, STRBUF_INIT };
-	struct child c = CHILD_INIT;
-	struct strbuf msgfile = STRBUF_INIT, log = STRBUF_INIT, key = STRBUF_INIT;
-	int before = count_attempts(name), rc;
+	struct watch w = { st, name, number };
+	struct loop_commit lc = LOOP_COMMIT_INIT;
+	int rc;
 
-	strbuf_addf(&msgfile, "%s/run-message", repo_autokernel_dir());
-	strbuf_addf(&log, "%s/run-commit.log", repo_autokernel_dir());
-	write_file_atomic(msgfile.buf, pr->hypothesis.buf, pr->hypothesis.len);
-	if (git_cmd(NULL, 0, "add", "--", kernel, NULL)) {
-		strbuf_release(&msgfile);
-		strbuf_release(&log);
-		return -1;
+	lc.name = name;
+	lc.kernel = kernel;
+	lc.message = pr->hypothesis.buf;
+	lc.tick = show_phase;
+	lc.tick_data = &w;
+	strvec_push(&lc.env, "AUTOKERNEL_RUN=1");
+	strvec_pushf(&lc.env, "AUTOKERNEL_AGENT=%s", agent);
+	if (pr->usage) {
+		char *text = json_dumps(pr->usage, JSON_COMPACT);
+
+		strvec_pushf(&lc.env, "AUTOKERNEL_USAGE=%s", text);
+		free(text);
 	}
-	staged_key(&key);
-	strvec_pushl(&c.args, "git", "commit", "-q", "--no-edit", "-F",
-		     msgfile.buf, NULL);
-	usage_env(&c, pr->usage, agent);
-	strbuf_addf(&w.path, "%s/phase", repo_autokernel_dir());
-	unlink(w.path.buf);
-	strvec_pushf(&c.env, "AUTOKERNEL_PHASE=%s", w.path.buf);
-	c.tick = show_phase;
-	c.tick_data = &w;
-	c.capture = 1;
-	c.merge_err = 1;
-	c.no_stdin = 1;
-	c.timeout_ms = 4 * 3600 * 1000;
-	rc = run_child(&c);
-	write_file_atomic(log.buf, c.out.buf, c.out.len);
-	if (rc && count_attempts(name) == before &&
-	    !rejected_on_record(key.buf)) {
-		if (!run_interrupted)
-			fprintf(stderr, "%s", c.out.buf);
-		rc = -1;
-	} else if (rc) {
-		rc = 1;
-	}
-	child_release(&c);
-	strbuf_release(&msgfile);
-	strbuf_release(&log);
-	strbuf_release(&key);
-	unlink(w.path.buf);
-	strbuf_release(&w.path);
+	rc = loop_commit(&lc);
+	loop_commit_release(&lc);
 	return rc;
 }
 
@@ -523,27 +325,27 @@ static enum step experiment(struct run_state *st, const char *name,
 	ctx.experiment = (int)h.nr;
 	ctx.timeout_ms = (int)(config_double("autokernel.agentTimeout", 1800) * 1000);
 	strbuf_addch(&before, '\n');
-	untracked(&before);
+	loop_untracked(&before);
 	rc = st->agent->propose(st->agent, &ctx, &pr);
 	if (run_interrupted) {
-		restore_tree(before.buf);
+		loop_restore_tree(before.buf);
 		step = STEP_STOP;
 		goto cleanup;
 	}
 	if (rc == -1) {
 		error("the %s agent stopped the run: %s", st->agent->name,
 		      pr.failure.buf);
-		restore_tree(before.buf);
+		loop_restore_tree(before.buf);
 		step = STEP_FATAL;
 		goto cleanup;
 	}
 	if (rc == 2) {
 		strbuf_addf(&outcome, "agent done: %s", pr.failure.buf);
 		step = STEP_OP_DONE;
-		restore_tree(before.buf);
+		loop_restore_tree(before.buf);
 		goto report;
 	}
-	out_of_scope(&bad, krel.buf, before.buf);
+	loop_out_of_scope(&bad, krel.buf, before.buf);
 	if (rc == 1 || bad.len) {
 		const char *reason = bad.len ? "scope" : "agent";
 		struct strbuf why = STRBUF_INIT;
@@ -555,16 +357,16 @@ static enum step experiment(struct run_state *st, const char *name,
 			strbuf_addbuf(&why, &pr.failure);
 		/* Saved even when the kernel did not change: the history
 		 * shows the failed reply, and the numbering moves on. */
-		save_unjudged(name, pr.hypothesis.len ? pr.hypothesis.buf :
+		loop_save_unjudged(name, pr.hypothesis.len ? pr.hypothesis.buf :
 			      "(no hypothesis)", reason, why.buf);
-		restore_tree(before.buf);
+		loop_restore_tree(before.buf);
 		strbuf_addf(&outcome, "#%d rejected (%s): %.100s", ctx.experiment,
 			    reason, why.buf);
 		(*rejected_in_row)++;
 		strbuf_release(&why);
 		goto report;
 	}
-	if (!kernel_changed(krel.buf)) {
+	if (!loop_kernel_changed(krel.buf)) {
 		strbuf_addf(&outcome, "#%d no change: %s", ctx.experiment,
 			    pr.hypothesis.buf);
 		(*rejected_in_row)++;
@@ -573,7 +375,7 @@ static enum step experiment(struct run_state *st, const char *name,
 	rc = commit_candidate(st, name, ctx.experiment, krel.buf, &pr,
 			      st->agent->name);
 	if (rc < 0) {
-		restore_tree(before.buf);
+		loop_restore_tree(before.buf);
 		if (run_interrupted) {
 			step = STEP_STOP;
 			goto cleanup;
@@ -583,7 +385,7 @@ static enum step experiment(struct run_state *st, const char *name,
 		step = STEP_FATAL;
 		goto cleanup;
 	}
-	restore_tree(before.buf);
+	loop_restore_tree(before.buf);
 	history_release(&h);
 	history_load(&h, name, 1);
 	note = h.nr ? h.e[h.nr - 1].note : NULL;
@@ -672,48 +474,6 @@ static int list_ops(struct op_entry **out, const char *list)
 	return (int)nr;
 }
 
-/* A commit whose post-commit hook was killed has no note but a pending
- * result: write it now, so the history stays whole. */
-static void repair_head(void)
-{
-	git_oid head;
-	git_commit *c = NULL;
-	struct strbuf key = STRBUF_INIT;
-	json_t *note = NULL, *res = NULL;
-
-	if (repo_head(&head) || (note = note_read(&head)) ||
-	    git_commit_lookup(&c, repo_need(), &head) < 0)
-		goto cleanup;
-	pending_key(&key, git_commit_tree_id(c), git_commit_parentcount(c) ?
-		    git_commit_parent_id(c, 0) : NULL);
-	if ((res = pending_load(key.buf)) && note_write(&head, res) == 0) {
-		pending_remove(key.buf);
-		warning("recovered the note of %s from an interrupted commit",
-			git_oid_tostr_s(&head));
-	}
-cleanup:
-	json_decref(note);
-	json_decref(res);
-	git_commit_free(c);
-	strbuf_release(&key);
-}
-
-static int switch_to(const char *name)
-{
-	struct strbuf branch = STRBUF_INIT;
-	char *cur = repo_branch_name();
-	int rc = 0;
-
-	if (!cur || strcmp(cur, name)) {
-		strbuf_addf(&branch, "autokernel/%s", name);
-		if (git_cmd(NULL, 0, "checkout", "-q", branch.buf, NULL))
-			rc = error("unable to check out '%s'", branch.buf);
-	}
-	free(cur);
-	strbuf_release(&branch);
-	return rc;
-}
-
 static void stop_note(struct run_state *st, const char *fmt, ...)
 	AK_PRINTF(2, 3);
 static void stop_note(struct run_state *st, const char *fmt, ...)
@@ -735,7 +495,7 @@ static enum step run_op(struct run_state *st, const char *name)
 	int in_row = 0;
 	enum step s = STEP_NEXT;
 
-	repair_head();
+	loop_repair_head();
 	while (s == STEP_NEXT) {
 		double el = (now_ns() - st->t0) / 1e9;
 
@@ -769,7 +529,7 @@ static int run_ops(struct run_state *st, struct op_entry *ops, int n)
 	enum step s = STEP_OP_DONE;
 
 	for (int i = 0; i < n && s == STEP_OP_DONE; i++) {
-		if (switch_to(ops[i].name) < 0)
+		if (loop_switch_to(ops[i].name) < 0)
 			return 3;
 		s = run_op(st, ops[i].name);
 	}
@@ -818,7 +578,7 @@ int cmd_run(int argc, char **argv)
 		rc = 3;
 		goto cleanup;
 	}
-	if (!tree_is_clean()) {
+	if (!loop_tree_is_clean()) {
 		rc = error("the work tree has changes to tracked files: commit "
 			   "or stash them first ('git stash')") ? 3 : 3;
 		lock_release();

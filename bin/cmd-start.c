@@ -8,15 +8,15 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "build.h"
-#include "builtin.h"
-#include "dtype.h"
-#include "judge.h"
-#include "paths.h"
-#include "problem.h"
-#include "records.h"
-#include "repo.h"
-#include "setup.h"
+#include "backends/build.h"
+#include "bin/builtin.h"
+#include "ops/dtype.h"
+#include "judge/judge.h"
+#include "lib/paths.h"
+#include "ops/problem.h"
+#include "lib/records.h"
+#include "lib/repo.h"
+#include "judge/setup.h"
 
 static const char usage_start[] =
 	"usage: git autokernel start <op> [--backend B] [--dtype D[,D..]]\n"

@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "builtin.h"
-#include "dtype.h"
-#include "judge.h"
-#include "repo.h"
+#include "bin/builtin.h"
+#include "ops/dtype.h"
+#include "judge/judge.h"
+#include "lib/repo.h"
 
 static const char usage_verify[] =
 	"usage: git autokernel verify [--json] [--build-only] [<rev> | --index | <dir>]\n"

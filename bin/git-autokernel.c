@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "builtin.h"
-#include "dtype.h"
-#include "paths.h"
-#include "repo.h"
-#include "run.h"
-#include "verify.h"
+#include "bin/builtin.h"
+#include "ops/dtype.h"
+#include "lib/paths.h"
+#include "lib/repo.h"
+#include "lib/run.h"
+#include "verify/verify.h"
 
 struct cmd {
 	const char *name;

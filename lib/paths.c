@@ -6,8 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "paths.h"
-#include "strbuf.h"
+#include "lib/paths.h"
+#include "lib/strbuf.h"
 
 static char exe[PATH_MAX], datadir[PATH_MAX + 64], libexec[PATH_MAX + 64];
 static char cachedir[PATH_MAX];

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "paths.h"
-#include "records.h"
+#include "lib/paths.h"
+#include "lib/records.h"
 #include <git2/sys/repository.h>
-#include "repo.h"
+#include "lib/repo.h"
 #include "lib/trace.h"
 
 void message_cleanup(struct strbuf *msg)

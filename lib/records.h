@@ -19,7 +19,7 @@
 
 #include <git2.h>
 #include <jansson.h>
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 #define NOTES_REF "refs/notes/autokernel"
 #define ATTEMPTS_PREFIX "refs/autokernel/attempts/"

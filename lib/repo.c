@@ -2,10 +2,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "paths.h"
+#include "lib/paths.h"
 #include <stdarg.h>
-#include "repo.h"
-#include "run.h"
+#include "lib/repo.h"
+#include "lib/run.h"
 #include "lib/tempdir.h"
 
 static git_repository *repo;

@@ -15,7 +15,7 @@
 #define REPO_H
 
 #include <git2.h>
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 git_repository *repo_get(void);
 /* Dies with exit 3 outside a repository. */

@@ -9,8 +9,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "run.h"
-#include "tempdir.h"
+#include "lib/run.h"
+#include "lib/tempdir.h"
 
 volatile int run_interrupted;
 

@@ -28,8 +28,8 @@
 
 #include <signal.h>
 #include <sys/types.h>
-#include "strbuf.h"
-#include "trace.h"            /* now_ns() */
+#include "lib/strbuf.h"
+#include "lib/trace.h"            /* now_ns() */
 
 struct strvec {
 	const char **v;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 char strbuf_slopbuf[1];
 

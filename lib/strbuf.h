@@ -14,7 +14,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
-#include "usage.h"
+#include "lib/usage.h"
 
 struct strbuf {
 	size_t alloc, len;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
-#include "trace.h"
+#include "lib/trace.h"
 
 long long now_ns(void)
 {

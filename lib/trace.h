@@ -14,7 +14,7 @@
 #ifndef TRACE_H
 #define TRACE_H
 
-#include "usage.h"
+#include "lib/usage.h"
 
 /* Nanoseconds on CLOCK_MONOTONIC. */
 long long now_ns(void);

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "usage.h"
+#include "lib/usage.h"
 
 static void vreport(const char *prefix, const char *fmt, va_list ap,
 		    const char *suffix)

@@ -1,7 +1,7 @@
 /*
  * tap.h: the C unit tests' TAP output.  One per test program:
  *
- *	#include "tap.h"
+ *	#include "tests/tap.h"
  *	ok(x == 1, "x is %d", x);       // "ok N - x is 1" or "not ok N - ..."
  *	return tap_done();              // prints the plan; 1 if any failed
  */
@@ -10,7 +10,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
-#include "usage.h"
+#include "lib/usage.h"
 
 static int tests, failed;
 

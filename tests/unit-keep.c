@@ -6,8 +6,8 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include "tap.h"
-#include "verify.h"
+#include "tests/tap.h"
+#include "verify/verify.h"
 
 /* A bench result of the candidate and the best: median, q1, q3; n each. */
 static json_t *timings(double ma, double a1, double a3, double mb,

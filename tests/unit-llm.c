@@ -14,13 +14,13 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "agent.h"
-#include "llm-http.h"
-#include "llm-reply.h"
-#include "paths.h"
-#include "repo.h"
-#include "run.h"
-#include "tap.h"
+#include "agent/agent.h"
+#include "agent/llm-http.h"
+#include "agent/llm-reply.h"
+#include "lib/paths.h"
+#include "lib/repo.h"
+#include "lib/run.h"
+#include "tests/tap.h"
 
 #define KEY "sk-TESTKEY-unit-7f3a9c"
 

@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "dtype.h"
-#include "ops.h"
+#include "ops/dtype.h"
+#include "ops/ops.h"
 
 static int n_tests, n_failed;
 

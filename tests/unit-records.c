@@ -11,7 +11,7 @@
 #include "lib/paths.h"
 #include "lib/records.h"
 #include "lib/repo.h"
-#include "tap.h"
+#include "tests/tap.h"
 
 #define WRITERS 4
 #define EACH 25

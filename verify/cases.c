@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "cases.h"
-#include "dtype.h"
+#include "verify/cases.h"
+#include "ops/dtype.h"
 
 /* Reference work (flops) above which rows are sampled. */
 #define REF_BUDGET 3e8

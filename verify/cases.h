@@ -24,7 +24,7 @@
 #define CASES_H
 
 #include <pthread.h>
-#include "verify.h"
+#include "verify/verify.h"
 
 /* The op's tensors at one shape, laid out in the runner's mapping:
  * inputs first, then outputs (with copies for the benchmark's other

@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cases.h"
-#include "dtype.h"
+#include "verify/cases.h"
+#include "ops/dtype.h"
 
 void verify_set_threads(int n)
 {

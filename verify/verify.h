@@ -21,8 +21,8 @@
 #define VERIFY_H
 
 #include <jansson.h>
-#include "problem.h"
-#include "runner.h"
+#include "ops/problem.h"
+#include "verify/client.h"
 
 extern const char *const stage_names[5];
 

@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "profile.h"
-#include "strbuf.h"
+#include "profile/profile.h"
+#include "lib/strbuf.h"
 
 /* A kernel name's mapping, worked out once per name. */
 struct kname {

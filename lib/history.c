@@ -1,9 +1,55 @@
 #include <stdlib.h>
 #include <string.h>
-#include "experiment.h"
-#include "history.h"
-#include "records.h"
-#include "repo.h"
+#include "lib/history.h"
+#include "lib/records.h"
+#include "lib/repo.h"
+
+int history_tree_has(git_tree *tree, const char *path)
+{
+	git_tree_entry *e = NULL;
+	int has = tree && git_tree_entry_bypath(&e, tree, path) == 0;
+
+	git_tree_entry_free(e);
+	return has;
+}
+
+int history_baseline(git_oid *out, const char *name, const git_oid *head)
+{
+	struct strbuf path = STRBUF_INIT;
+	git_commit *c = NULL, *parent = NULL;
+	int ret = -1;
+
+	strbuf_addf(&path, "%s/problem.json", name);
+	if (git_commit_lookup(&c, repo_need(), head) < 0)
+		goto cleanup;
+	for (;;) {
+		git_tree *pt = NULL;
+		int parent_has;
+
+		if (git_commit_parentcount(c) == 0 ||
+		    git_commit_parent(&parent, c, 0) < 0) {
+			*out = *git_commit_id(c);
+			ret = 0;
+			break;
+		}
+		git_commit_tree(&pt, parent);
+		parent_has = history_tree_has(pt, path.buf);
+		git_tree_free(pt);
+		if (!parent_has) {
+			*out = *git_commit_id(c);
+			git_commit_free(parent);
+			ret = 0;
+			break;
+		}
+		git_commit_free(c);
+		c = parent;
+		parent = NULL;
+	}
+cleanup:
+	git_commit_free(c);
+	strbuf_release(&path);
+	return ret;
+}
 
 static void add(struct history *h, const git_oid *id, int attempt)
 {
@@ -43,7 +89,7 @@ static int walk_kept(git_oid **out, size_t *nr, const char *name)
 	*nr = 0;
 	if (repo_head(&head))
 		return error("no commits on this branch");
-	if (experiment_baseline(&base, name, &head) < 0)
+	if (history_baseline(&base, name, &head) < 0)
 		return error("no baseline of '%s' in this branch's history "
 			     "(no %s/problem.json)", name, name);
 	cur = head;

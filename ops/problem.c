@@ -2,10 +2,31 @@
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
-#include "build.h"
-#include "dtype.h"
-#include "problem.h"
-#include "strbuf.h"
+#include "ops/dtype.h"
+#include "ops/problem.h"
+#include "lib/strbuf.h"
+
+static const struct {
+	const char *name, *ext;
+} backends[] = {
+	{ "host", ".c" },
+	{ "cuda", ".cu" },
+	{ "hip", ".hip" },
+};
+
+const char *backend_ext(const char *backend)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(backends); i++)
+		if (!strcmp(backends[i].name, backend))
+			return backends[i].ext;
+	return NULL;
+}
+
+int backend_known(const char *backend)
+{
+	return backend && backend_ext(backend) != NULL;
+}
+
 
 #define DEFAULT_SEED 20261202ULL
 

@@ -13,14 +13,11 @@
 #include <stdio.h>
 #include <git2.h>
 #include <jansson.h>
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 int experiment_judge(json_t **res, const char *name, const git_oid *tree,
 		     const git_oid *head, FILE *out);
 
-/* The first commit of the branch's experiment: the one that added
- * <name>/problem.json, walking first parents from head.  0 or -1. */
-int experiment_baseline(git_oid *out, const char *name, const git_oid *head);
 
 /* A kept candidate's message: the hypothesis, a body, the trailers. */
 void experiment_kept_message(struct strbuf *msg, json_t *res);

@@ -22,8 +22,8 @@
 #define REPORT_H
 
 #include <jansson.h>
-#include "history.h"
-#include "strbuf.h"
+#include "lib/history.h"
+#include "lib/strbuf.h"
 
 /* Why attempts were rejected, in the order the report lists them. */
 enum report_reason {

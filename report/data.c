@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "records.h"
-#include "repo.h"
-#include "report.h"
+#include "lib/records.h"
+#include "lib/repo.h"
+#include "report/report.h"
 
 const char *const report_reason_names[REASON_NR] = {
 	"build", "verify", "slower", "bench", "agent", "scope", "other",

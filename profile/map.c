@@ -8,8 +8,8 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
-#include "profile.h"
-#include "strbuf.h"
+#include "profile/profile.h"
+#include "lib/strbuf.h"
 
 int prof_op_index(const char *name)
 {

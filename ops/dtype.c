@@ -11,7 +11,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include "dtype.h"
+#include "ops/dtype.h"
 
 static float f16_table[65536];
 static int tables_ready;

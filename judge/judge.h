@@ -20,9 +20,9 @@
 
 #include <limits.h>
 #include <jansson.h>
-#include "problem.h"
-#include "runner.h"
-#include "verify.h"
+#include "ops/problem.h"
+#include "verify/client.h"
+#include "verify/verify.h"
 
 struct candidate {
 	char name[256];         /* the experiment: directory in the repo */

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "paths.h"
-#include "runner.h"
+#include "lib/paths.h"
+#include "verify/client.h"
 
 /* A file for the runner: in /dev/shm unless told otherwise (or unless
  * in_shm is 0), else in $TMPDIR or /tmp. */

@@ -39,8 +39,8 @@
 
 #include <stdint.h>
 #include <jansson.h>
-#include "dtype.h"
-#include "ops.h"
+#include "ops/dtype.h"
+#include "ops/ops.h"
 
 #define PROF_MAX_OPS 16
 

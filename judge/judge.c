@@ -4,10 +4,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "build.h"
-#include "judge.h"
-#include "paths.h"
-#include "repo.h"
+#include "backends/build.h"
+#include "judge/judge.h"
+#include "lib/paths.h"
+#include "lib/repo.h"
 #include "lib/tempdir.h"
 
 static int is_dir_with_problem(const char *dir)

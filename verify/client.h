@@ -17,7 +17,7 @@
 #define VERIFY_RUNNER_H
 
 #include <jansson.h>
-#include "run.h"
+#include "lib/run.h"
 
 #define RUNNER_SLOTS 8
 

@@ -10,7 +10,7 @@
 #ifndef PROBLEM_H
 #define PROBLEM_H
 
-#include "ops.h"
+#include "ops/ops.h"
 
 struct problem {
 	const struct op *op;
@@ -25,6 +25,11 @@ struct problem {
 	double scalar[4];
 	unsigned long long seed;
 };
+
+/* The backends a problem may name, and their kernel file's extension:
+ * "host" -> ".c", "cuda" -> ".cu", "hip" -> ".hip"; NULL if unknown. */
+const char *backend_ext(const char *backend);
+int backend_known(const char *backend);
 
 /* The op's defaults for a backend; the bench shape is CPU-sized on host. */
 void problem_default(struct problem *p, const struct op *op,

@@ -33,6 +33,12 @@ struct history {
 };
 #define HISTORY_INIT { NULL, 0, 0, "", 0 }
 
+/* The first commit of the branch's experiment: the one that added
+ * <name>/problem.json, walking first parents from head.  0 or -1. */
+int history_baseline(git_oid *out, const char *name, const git_oid *head);
+/* Whether tree (NULL: none) has path. */
+int history_tree_has(git_tree *tree, const char *path);
+
 /* 0, or -1 after an error (not on an experiment branch, no baseline). */
 int history_load(struct history *h, const char *name, int attempts);
 void history_release(struct history *h);

@@ -20,8 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "dtype.h"
-#include "ops.h"
+#include "ops/dtype.h"
+#include "ops/ops.h"
 
 /* ---- random numbers ---- */
 

@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "paths.h"
-#include "profile.h"
-#include "repo.h"
+#include "lib/paths.h"
+#include "profile/profile.h"
+#include "lib/repo.h"
 
 /*
  * Without a measured device: an H200's rough ceilings.  A copy of tens of

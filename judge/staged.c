@@ -2,20 +2,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "dtype.h"
-#include "experiment.h"
-#include "judge.h"
-#include "records.h"
-#include "repo.h"
-
-static int tree_has(git_tree *tree, const char *path)
-{
-	git_tree_entry *e = NULL;
-	int has = tree && git_tree_entry_bypath(&e, tree, path) == 0;
-
-	git_tree_entry_free(e);
-	return has;
-}
+#include "ops/dtype.h"
+#include "judge/staged.h"
+#include "lib/history.h"
+#include "judge/judge.h"
+#include "lib/records.h"
+#include "lib/repo.h"
 
 static git_tree *commit_tree(const git_oid *commit)
 {
@@ -26,44 +18,6 @@ static git_tree *commit_tree(const git_oid *commit)
 		git_commit_tree(&t, c);
 	git_commit_free(c);
 	return t;
-}
-
-int experiment_baseline(git_oid *out, const char *name, const git_oid *head)
-{
-	struct strbuf path = STRBUF_INIT;
-	git_commit *c = NULL, *parent = NULL;
-	int ret = -1;
-
-	strbuf_addf(&path, "%s/problem.json", name);
-	if (git_commit_lookup(&c, repo_need(), head) < 0)
-		goto cleanup;
-	for (;;) {
-		git_tree *pt = NULL;
-		int parent_has;
-
-		if (git_commit_parentcount(c) == 0 ||
-		    git_commit_parent(&parent, c, 0) < 0) {
-			*out = *git_commit_id(c);
-			ret = 0;
-			break;
-		}
-		git_commit_tree(&pt, parent);
-		parent_has = tree_has(pt, path.buf);
-		git_tree_free(pt);
-		if (!parent_has) {
-			*out = *git_commit_id(c);
-			git_commit_free(parent);
-			ret = 0;
-			break;
-		}
-		git_commit_free(c);
-		c = parent;
-		parent = NULL;
-	}
-cleanup:
-	git_commit_free(c);
-	strbuf_release(&path);
-	return ret;
 }
 
 /* Which paths the candidate may change: on the baseline, anything under
@@ -238,6 +192,11 @@ static int judge_bench(struct judging *x)
 		speedup = med(b, 1) / t;
 	if (n == 3)
 		speedup = med(b, 2) / t;
+	/* the figure the keep rule decides on: the best against the
+	 * candidate in this same interleaved run */
+	if (n > 1)
+		json_object_set_new(x->res, "head_ratio",
+				    json_real(med(b, 1) / t));
 	shape_format(&x->cand.p.bench, shape, sizeof(shape));
 	fprintf(x->out, "  bench %s %s: %.2f us", shape, dtype_name(dt), t);
 	if (n > 1)
@@ -266,7 +225,9 @@ static void decide(struct judging *x)
 	strbuf_reset(&x->verdict);
 	strbuf_addbuf(&x->verdict, &why);
 	if (!keep) {
-		reject(x, "slower");
+		/* slower beyond the noise, or not faster beyond it (or by
+		 * less than minGain): the reasons SPEC section 6 names */
+		reject(x, starts_with(why.buf, "slower") ? "slower" : "noise");
 	} else {
 		json_object_set_new(x->res, "keep", json_true());
 		json_object_set_new(x->res, "status", json_string(
@@ -287,7 +248,7 @@ static int load_others(struct judging *x)
 		strbuf_release(&v);
 		return 3;
 	}
-	if (!experiment_baseline(&x->base, x->name, x->head) &&
+	if (!history_baseline(&x->base, x->name, x->head) &&
 	    !git_oid_equal(&x->base, x->head)) {
 		x->have_base = 1;
 		if ((rc = load_rev(&x->first, &x->base, x->name, "baseline")) ||
@@ -317,7 +278,7 @@ int experiment_judge(json_t **res, const char *name, const git_oid *tree,
 
 	*res = NULL;
 	strbuf_addf(&ppath, "%s/problem.json", name);
-	x.baseline = !tree_has(ht, ppath.buf);
+	x.baseline = !history_tree_has(ht, ppath.buf);
 	if ((rc = load_rev(&x.cand, tree, name, "staged")))
 		goto cleanup;
 	if ((rc = check_paths(name, tree, ht, x.baseline, x.cand.p.kernel)))

@@ -3,7 +3,7 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include "report.h"
+#include "report/report.h"
 
 static double num(json_t *o, const char *key)
 {

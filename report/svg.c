@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include "report.h"
+#include "report/report.h"
 
 #define W 760
 #define H 440

@@ -21,8 +21,8 @@
 #include <string.h>
 #include <strings.h>
 #include <zlib.h>
-#include "profile.h"
-#include "strbuf.h"
+#include "profile/profile.h"
+#include "lib/strbuf.h"
 
 enum ev_kind { EV_SCOPE, EV_OP, EV_RUNTIME, EV_KERNEL };
 
