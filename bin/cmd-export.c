@@ -1,0 +1,49 @@
+/*
+ * cmd-export.c: `export [<rev>...] [-o DIR]`: the kept kernels as a
+ * Python package (export.h, doc/pytorch.md).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include "builtin.h"
+#include "export.h"
+#include "repo.h"
+
+static const char usage_export[] =
+	"usage: git autokernel export [<rev>...] [-o DIR]\n"
+	"\n"
+	"Writes DIR (default: autokernel_ops), a Python package that registers\n"
+	"the newest verified kept kernel of each branch named (default: every\n"
+	"autokernel/* branch) as torch.ops.autokernel.<name>, with fallbacks\n"
+	"to PyTorch and patch(model).  Import it with DIR's parent on\n"
+	"sys.path, or 'pip install DIR'.  A <rev> is a branch, an experiment's\n"
+	"name or a commit.\n";
+
+int cmd_export(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct export ex = EXPORT_INIT;
+	const char *dir = "autokernel_ops";
+	int opt, rc;
+
+	while ((opt = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+		if (opt != 'o')
+			return usage_with(usage_export, opt == 'h');
+		dir = optarg;
+	}
+	repo_need();
+	rc = export_package(&ex, dir, (const char *const *)argv + optind,
+			    argc - optind);
+	for (size_t i = 0; !rc && i < ex.nr; i++)
+		printf("exported %s at %.7s as torch.ops.autokernel.%s\n",
+		       ex.k[i].label, git_oid_tostr_s(&ex.k[i].commit),
+		       ex.k[i].torch_name);
+	if (!rc)
+		printf("wrote %s/: import it with its parent directory on "
+		       "sys.path, or 'pip install %s'\n", dir, dir);
+	export_release(&ex);
+	return rc == EXPORT_USAGE ? 2 : rc ? 3 : 0;
+}
