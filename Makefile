@@ -132,7 +132,8 @@ install: all
 	install -m 644 include/autokernel.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 doc/git-autokernel.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	rm -rf $(DESTDIR)$(PREFIX)/share/git-autokernel/kernels
-	cp -R include kernels hooks doc $(DESTDIR)$(PREFIX)/share/git-autokernel/
+	rm -rf $(DESTDIR)$(PREFIX)/share/git-autokernel/python
+	cp -R include kernels hooks doc python $(DESTDIR)$(PREFIX)/share/git-autokernel/
 
 # A relocatable tarball: binaries, private copies of the libraries that are
 # not part of glibc, data; unpack anywhere and put its bin/ on PATH.

@@ -1,0 +1,138 @@
+/*
+ * cmd-e2e.c: `e2e [<rev>...] [--record] [-o DIR] -- python3 SCRIPT`: the
+ * user's model with and without the exported kernels (e2e.h).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "builtin.h"
+#include "e2e.h"
+#include "python.h"
+#include "repo.h"
+#include "lib/tempdir.h"
+
+static const char usage_e2e[] =
+	"usage: git autokernel e2e [<rev>...] [--record] [-o DIR] [--json]\n"
+	"                          [--timeout SECONDS] -- python3 SCRIPT [ARGS]\n"
+	"   or: git autokernel e2e --which-python\n"
+	"\n"
+	"Exports the kernels of the branches named (default: every\n"
+	"autokernel/* branch) into DIR, or uses the export already in DIR,\n"
+	"and runs SCRIPT's autokernel_model() eager and patched: the time of\n"
+	"each, and the accuracy of each against an fp32 run of the same model\n"
+	"(fp64 on the CPU).  Exit 1 when the patched model's error exceeds the\n"
+	"eager model's by more than 10%.  --record adds the result to the note\n"
+	"of each exported commit.  --which-python prints the interpreter that\n"
+	"imports torch, which runs the driver.\n";
+
+struct e2e_cmd {
+	struct e2e_opts run;
+	const char *dir;
+	const char *const *revs;
+	int nrevs, record, which_python;
+};
+
+static int parse_e2e(int argc, char **argv, struct e2e_cmd *o)
+{
+	static const struct option opts[] = {
+		{ "record", no_argument, NULL, 'r' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "which-python", no_argument, NULL, 'w' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int dashdash = argc, opt;
+
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--")) {
+			dashdash = i;
+			break;
+		}
+	while ((opt = getopt_long(dashdash, argv, "ho:", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'r': o->record = 1; break;
+		case 'o': o->dir = optarg; break;
+		case 'j': o->run.json = 1; break;
+		case 't': o->run.timeout_s = atoi(optarg); break;
+		case 'w': o->which_python = 1; break;
+		default: return usage_with(usage_e2e, opt == 'h') ? 2 : -1;
+		}
+	}
+	o->revs = (const char *const *)argv + optind;
+	o->nrevs = dashdash - optind;
+	if (dashdash + 1 < argc)
+		o->run.cmd = (const char *const *)argv + dashdash + 1;
+	if (o->which_python)
+		return 0;
+	if (!o->run.cmd || o->run.timeout_s <= 0)
+		return usage_with(usage_e2e, 0);
+	return 0;
+}
+
+static int which_python(void)
+{
+	struct strbuf why = STRBUF_INIT;
+	const char *py = python_torch(&why);
+
+	if (py)
+		printf("%s\n", py);
+	else
+		error("%s", why.buf);
+	strbuf_release(&why);
+	return py ? 0 : 3;
+}
+
+/* An export already in DIR is used as it is, unless revisions are named. */
+static int reuse(const struct e2e_cmd *o)
+{
+	char path[4200];
+
+	snprintf(path, sizeof(path), "%s/manifest.json", o->dir);
+	return !o->nrevs && !access(path, R_OK);
+}
+
+int cmd_e2e(int argc, char **argv)
+{
+	struct e2e_cmd o = { .run = E2E_OPTS_INIT };
+	struct export ex = EXPORT_INIT;
+	struct strbuf pkg = STRBUF_INIT;
+	json_t *result = NULL;
+	char *tmp = NULL;
+	int rc;
+
+	if ((rc = parse_e2e(argc, argv, &o)))
+		return rc < 0 ? 0 : rc;
+	if (o.which_python)
+		return which_python();
+	if (o.dir && reuse(&o)) {
+		rc = export_read(&ex, o.dir) ? 3 : 0;
+		strbuf_addstr(&pkg, o.dir);
+	} else {
+		repo_need();
+		if (!o.dir && !(tmp = tempdir_make(repo_autokernel_dir()))) {
+			rc = 3;
+			goto cleanup;
+		}
+		strbuf_addf(&pkg, "%s%s", tmp ? tmp : o.dir,
+			    tmp ? "/autokernel_ops" : "");
+		rc = export_package(&ex, pkg.buf, o.revs, o.nrevs);
+		rc = rc == EXPORT_USAGE ? 2 : rc ? 3 : 0;
+	}
+	if (rc)
+		goto cleanup;
+	o.run.package = pkg.buf;
+	rc = e2e_run(&o.run, o.record ? &result : NULL);
+	if (result && (!repo_get() || e2e_record(&ex, result) < 0))
+		rc = 3;
+cleanup:
+	json_decref(result);
+	export_release(&ex);
+	tempdir_remove(tmp);
+	free(tmp);
+	strbuf_release(&pkg);
+	return rc;
+}
