@@ -15,17 +15,17 @@
 
 static const char usage_e2e[] =
 	"usage: git autokernel e2e [<rev>...] [--record] [-o DIR] [--json]\n"
-	"                          [--timeout SECONDS] -- python3 SCRIPT [ARGS]\n"
+	"                          [--timeout SECONDS] -- python3 SCRIPT [ARG]\n"
 	"   or: git autokernel e2e --which-python\n"
 	"\n"
 	"Exports the kernels of the branches named (default: every\n"
 	"autokernel/* branch) into DIR, or uses the export already in DIR,\n"
 	"and runs SCRIPT's autokernel_model() eager and patched: the time of\n"
-	"each, and the accuracy of each against an fp32 run of the same model\n"
-	"(fp64 on the CPU).  Exit 1 when the patched model's error exceeds the\n"
-	"eager model's by more than 10%.  --record adds the result to the note\n"
-	"of each exported commit.  --which-python prints the interpreter that\n"
-	"imports torch, which runs the driver.\n";
+	"each, and the accuracy of each against an fp32 run of the same\n"
+	"model (fp64 on the CPU).  Exit 1 when the patched model's error\n"
+	"exceeds the eager model's by more than 10%.  --record adds the\n"
+	"result to the note of each exported commit.  --which-python prints\n"
+	"the interpreter that imports torch, which runs the driver.\n";
 
 struct e2e_cmd {
 	struct e2e_opts run;

@@ -11,12 +11,12 @@
 static const char usage_export[] =
 	"usage: git autokernel export [<rev>...] [-o DIR]\n"
 	"\n"
-	"Writes DIR (default: autokernel_ops), a Python package that registers\n"
-	"the newest verified kept kernel of each branch named (default: every\n"
-	"autokernel/* branch) as torch.ops.autokernel.<name>, with fallbacks\n"
-	"to PyTorch and patch(model).  Import it with DIR's parent on\n"
-	"sys.path, or 'pip install DIR'.  A <rev> is a branch, an experiment's\n"
-	"name or a commit.\n";
+	"Writes DIR (default: autokernel_ops), a Python package that\n"
+	"registers the newest verified kept kernel of each branch named\n"
+	"(default: every autokernel/* branch) as torch.ops.autokernel.<name>,\n"
+	"with fallbacks to PyTorch and patch(model).  Import it with DIR's\n"
+	"parent on sys.path, or 'pip install DIR'.  A <rev> is a branch, an\n"
+	"experiment's name or a commit.\n";
 
 int cmd_export(int argc, char **argv)
 {

@@ -8,10 +8,10 @@
  * run_child() with a time limit.
  *
  *	struct e2e_opts o = E2E_OPTS_INIT;
- *	o.package = "autokernel_ops";           // an export's directory
- *	o.cmd = argv;                           // python3 SCRIPT [args], NULL-ended
+ *	o.package = "autokernel_ops";   // an export's directory
+ *	o.cmd = argv;                   // python3 SCRIPT [args], NULL-ended
  *	json_t *result = NULL;
- *	rc = e2e_run(&o, &result);              // result: the caller's
+ *	rc = e2e_run(&o, &result);      // result: the caller's
  *	if (result && e2e_record(&ex, result) < 0) ...
  *
  * e2e_run() returns the exit status of SPEC section 8: the driver's 0

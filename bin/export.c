@@ -174,6 +174,16 @@ static int is_verified(json_t *note)
 					    "pass"));
 }
 
+static void warn_unverified(const struct export_kernel *k)
+{
+	char tip[GIT_OID_HEXSZ + 1], commit[GIT_OID_HEXSZ + 1];
+
+	git_oid_tostr(tip, sizeof(tip), &k->tip);
+	git_oid_tostr(commit, sizeof(commit), &k->commit);
+	warning("%s: the tip %.7s is unverified (no note); exporting %.7s, its "
+		"newest verified kept commit", k->label, tip, commit);
+}
+
 /* k->commit: the newest commit from the tip down to the baseline whose
  * note says it was verified and kept. */
 static int newest_verified(struct export_kernel *k)
@@ -187,18 +197,16 @@ static int newest_verified(struct export_kernel *k)
 			json_decref(note);
 			k->commit = cur;
 			if (!git_oid_equal(&cur, &k->tip))
-				warning("%s: the tip %.7s is unverified (no note); "
-					"exporting %.7s, its newest verified kept "
-					"commit", k->label, git_oid_tostr_s(&k->tip),
-					git_oid_tostr_s(&cur));
+				warn_unverified(k);
 			return 0;
 		}
 		json_decref(note);
 		if (repo_first_parent(&cur, &cur))
 			break;
 	}
-	return error("%s: no verified kept commit of '%s' from %.7s down to its "
-		     "baseline", k->label, k->name, git_oid_tostr_s(&k->tip));
+	return error("%s: no verified kept commit of '%s' from %.7s down to "
+		     "its baseline", k->label, k->name,
+		     git_oid_tostr_s(&k->tip));
 }
 
 static int copy_file(const char *from, const char *to)
@@ -337,7 +345,8 @@ static json_t *build_object(json_t *files, const char *dir,
 	else
 		warning("unable to build '%s' for %s here (%s); the package "
 			"builds it where it is imported", rel,
-			arch ? arch : p->backend, r == -2 ? log.buf : status.buf);
+			arch ? arch : p->backend,
+			r == -2 ? log.buf : status.buf);
 	json_object_set_new(files, "object", r ? json_null() :
 			    json_string(obj.buf));
 	j = build_json(p, for_arch, rel, obj.buf);
@@ -405,7 +414,8 @@ static json_t *kernel_json(const struct export_kernel *k,
 			      "scalars", json_object_get(norm, "scalars"));
 
 	json_object_set_new(j, "torch_name", json_string(k->torch_name));
-	json_object_set_new(j, "commit", json_string(git_oid_tostr_s(&k->commit)));
+	json_object_set_new(j, "commit",
+			    json_string(git_oid_tostr_s(&k->commit)));
 	json_object_set_new(j, "branch", json_string(k->label));
 	json_object_set_new(j, "tip", json_string(git_oid_tostr_s(&k->tip)));
 	json_object_set_new(j, "device", json_pack("O?",
@@ -496,8 +506,8 @@ static int check_target(const char *dir)
 		others += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
 	closedir(d);
 	if (others)
-		return error("'%s' holds files but no export (no manifest.json):"
-			     " choose another -o", dir);
+		return error("'%s' holds files but no export (no "
+			     "manifest.json): choose another -o", dir);
 	return 0;
 }
 
@@ -575,9 +585,10 @@ int export_read(struct export *ex, const char *dir)
 	}
 	json_array_foreach(json_object_get(m, "kernels"), i, v) {
 		struct export_kernel *k = add_kernel(ex);
-		const char *name = json_string_value(json_object_get(v, "name"));
-		const char *label = json_string_value(json_object_get(v,
-								      "branch"));
+		const char *name, *label;
+
+		name = json_string_value(json_object_get(v, "name"));
+		label = json_string_value(json_object_get(v, "branch"));
 
 		snprintf(k->name, sizeof(k->name), "%s", name ? name : "");
 		set_torch_name(k);

@@ -55,7 +55,9 @@ static const char *named(const char *py, const char *origin,
 
 const char *python_torch(struct strbuf *why)
 {
-	static const char *const candidates[] = { "python3", "/usr/bin/python3" };
+	static const char *const candidates[] = {
+		"python3", "/usr/bin/python3",
+	};
 	static const char *found;
 	char *conf;
 	const char *env;

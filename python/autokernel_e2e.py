@@ -288,6 +288,8 @@ def print_calls(r):
         print("  %-16s %-14s %-5s %-8s %5d  %s"
               % (c["name"], c["shape"], c["dtype"], c["path"], c["calls"],
                  c["reason"]))
+    if not r["calls"]:
+        print("  none: the model called nothing that was patched")
 
 
 def print_accuracy(r):

@@ -72,7 +72,7 @@ def _compiler(backend, build):
         return build["compiler"]
     found = shutil.which(os.path.basename(build["compiler"]))
     if not found:
-        raise BuildError("no %s to build it with" % build["compiler"])
+        raise BuildError("no compiler %s" % build["compiler"])
     return found
 
 
@@ -135,7 +135,13 @@ def object_for_device(pkg, kernel):
     one, else a rebuild), or BuildError."""
     backend = kernel["backend"]
     arch, name = device_arch(backend)
+    exported = kernel.get("device") or {}
     obj = kernel["files"].get("object")
-    if obj and _same_device(backend, kernel.get("device", {}), arch, name):
+    if obj and _same_device(backend, exported, arch, name):
         return os.path.join(pkg, obj)
-    return rebuild(pkg, kernel, arch)
+    try:
+        return rebuild(pkg, kernel, arch)
+    except BuildError as e:
+        raise BuildError("no kernel for %s (%s), exported for %s (%s): %s"
+                         % (arch, name, exported.get("arch"),
+                            exported.get("name"), e))

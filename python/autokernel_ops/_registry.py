@@ -22,12 +22,12 @@ PKG = os.path.dirname(os.path.abspath(__file__))
 DEVICE = {"host": "cpu", "cuda": "cuda", "hip": "cuda"}
 
 # torch 1.x has no fallthrough for AutogradMeta: plain meta tensors (not
-# FakeTensorMode's, which works) need a kernel of their own there
+# FakeTensorMode's, which works) need a kernel there of their own
 OLD_TORCH = int(torch.__version__.split(".")[0]) < 2
 
 _counts = collections.Counter()
 _paused = [0]
-_library = []           # the torch.library.Library: kept alive, or unregistered
+_library = []           # the torch.library.Library, kept: freed, it unregisters
 exported = []           # Exported, in the manifest's order
 
 
