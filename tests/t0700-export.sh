@@ -52,28 +52,14 @@ for r in ak.stats():
     print("%(name)s %(shape)s %(dtype)s %(path)s %(calls)d: %(reason)s" % r)
 EOF
 
-# check-patch.py PARENT: a block with transformers' RMSNorm, a LayerNorm
-# (not exported) and a softmax, patched and unpatched
+# check-patch.py PARENT FIXTURES: a block with transformers' RMSNorm, a
+# LayerNorm (not exported) and a softmax, patched and unpatched
 cat >check-patch.py <<'EOF'
 import sys, torch
 from torch import nn
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = sys.argv[1:3]
 import autokernel_ops as ak
-
-class LlamaRMSNorm(nn.Module):
-    """transformers' LlamaRMSNorm, as it is written there."""
-    def __init__(self, hidden_size, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.variance_epsilon = eps
-
-    def forward(self, hidden_states):
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(
-            variance + self.variance_epsilon)
-        return self.weight * hidden_states.to(input_dtype)
+from llama_like import LlamaRMSNorm
 
 class Block(nn.Module):
     def __init__(self):
@@ -105,6 +91,34 @@ assert not hasattr(torch.nn.functional.softmax, "_autokernel")
 with torch.no_grad():
     assert torch.equal(model(x), eager)
 print("unpatched")
+EOF
+
+# check-llama.py PARENT FIXTURES: a Llama-like block (tests/fixtures)
+cat >check-llama.py <<'EOF'
+import sys, torch
+sys.path[:0] = sys.argv[1:3]
+import autokernel_ops as ak
+from llama_like import Block
+
+torch.manual_seed(0)
+model = Block().eval()
+x = torch.randn(2, 4, 32)
+labels = torch.randint(0, 256, (2, 4))
+labels[1, 3] = -100
+with torch.no_grad():
+    model.input_layernorm.weight.uniform_(0.5, 1.5)
+    eager = model(x, labels)
+    report = ak.patch(model)
+    patched = model(x, labels)
+for r in report:
+    print("replaced %(path)s %(kind)s %(op)s" % r)
+for r in report.skipped:
+    print("skipped %(path)s %(op)s: %(reason)s" % r)
+for r in ak.stats():
+    print("called %(name)s %(shape)s %(path)s: %(reason)s" % r)
+for e, p in zip(eager, patched):
+    assert torch.allclose(e, p, rtol=1e-4, atol=1e-5), (e - p).abs().max()
+print("agrees")
 EOF
 
 # check-fake.py PARENT: the Meta kernel gives FakeTensorMode the result's
@@ -176,7 +190,8 @@ test_expect_success 'the guard sends unverified calls to PyTorch, stats() says w
 '
 
 test_expect_success 'patch() replaces what matches an exported op' '
-	"$TORCH_PY" check-patch.py out >patch.out && cat patch.out &&
+	"$TORCH_PY" check-patch.py out "$TEST_DIR/fixtures" >patch.out &&
+	cat patch.out &&
 	grep "^replaced norm LlamaRMSNorm rmsnorm" patch.out &&
 	grep "^replaced softmax Softmax softmax" patch.out &&
 	grep "^replaced torch.nn.functional.softmax function softmax" \
@@ -196,6 +211,43 @@ test_expect_success 'unpatch() restores the model and the functions' '
 
 test_expect_success 'FakeTensorMode traces an op through its Meta kernel' '
 	"$TORCH_PY" check-fake.py out >fake.out && grep traced fake.out
+'
+
+test_setup 'branches for the rest of a Llama block' '
+	cd repo && for op in fused_mlp flash_attention cross_entropy \
+		rotary_embedding; do
+		small_problem $op >../$op.json && git checkout -q main &&
+		git autokernel start $op --backend host --problem ../$op.json \
+			>/dev/null 2>&1 || return 1
+	done &&
+	git autokernel export -o ../llama/autokernel_ops >/dev/null && cd .. &&
+	"$TORCH_PY" check-llama.py llama "$TEST_DIR/fixtures" >llama.out
+'
+
+test_expect_success 'patch() finds a Llama block'"'"'s norm, MLP, attention, loss' '
+	cat llama.out &&
+	grep "^replaced input_layernorm LlamaRMSNorm rmsnorm" llama.out &&
+	grep "^replaced mlp LlamaMLP fused_mlp" llama.out &&
+	grep "^replaced loss CrossEntropyLoss cross_entropy" llama.out &&
+	grep "^replaced torch.nn.functional.scaled_dot_product_attention function flash_attention" \
+		llama.out
+'
+
+test_expect_success 'their calls go to the kernels; the patched block agrees' '
+	grep "^called rmsnorm 8x32 kernel" llama.out &&
+	grep "^called fused_mlp 8x32x48 kernel" llama.out &&
+	grep "^called flash_attention 2x2x4x16 kernel" llama.out &&
+	grep "^agrees" llama.out
+'
+
+test_expect_success 'a loss whose targets hold ignore_index falls back' '
+	grep "^called cross_entropy 8x256 fallback: ignore_index -100 is among the targets" \
+		llama.out
+'
+
+test_expect_success 'rotary is not patched: the layouts differ, it says' '
+	grep "^skipped rotary_emb rotary_embedding: .*interleaved pairs.*rotate_half" \
+		llama.out && ! grep "^replaced rotary" llama.out
 '
 
 if "$TORCH_PY" -m pip --version >/dev/null 2>&1; then

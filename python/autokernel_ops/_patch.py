@@ -15,7 +15,7 @@ exactly what the model computed before.  The rules (doc/pytorch.md):
   nn.CrossEntropyLoss, F.cross_entropy: mean, no weight,    cross_entropy
     no label smoothing, ignore_index not among the targets
   F.scaled_dot_product_attention: is_causal, no mask,       flash_attention
-    no dropout, scale None or D^-0.5
+    no dropout, scale None or D^-0.5 (q, k, v made dense)
   gate_proj, up_proj, down_proj (Linear, no bias), SiLU     fused_mlp
 """
 import functools
@@ -207,12 +207,17 @@ def _f_sdpa(e, orig):
 
     def scaled_dot_product_attention(*args, **kwargs):
         a = _bind(names, args, kwargs)
+        qkv = (a["query"], a["key"], a["value"])
         why = None
         if a.get("attn_mask") is not None or a.get("dropout_p", 0.0) != 0.0 \
-                or not a.get("is_causal", False) or a.get("enable_gqa"):
-            why = "a mask, dropout, GQA or is_causal=False"
-        return _route(e, orig, args, kwargs,
-                      (a["query"], a["key"], a["value"], a.get("scale")),
+                or not a.get("is_causal", False):
+            why = "a mask, dropout or is_causal=False"
+        else:
+            # transformers passes [B,H,S,D] views of [B,S,H,D]: the copy
+            # is the patched model's time; k and v of fewer heads than q
+            # (GQA) are refused by the op's guard, enable_gqa or not
+            qkv = tuple(t.contiguous() for t in qkv)
+        return _route(e, orig, args, kwargs, qkv + (a.get("scale"),),
                       why=why)
     return scaled_dot_product_attention
 

@@ -27,7 +27,7 @@ OLD_TORCH = int(torch.__version__.split(".")[0]) < 2
 
 _counts = collections.Counter()
 _paused = [0]
-_library = []           # the torch.library.Library, kept: freed, it unregisters
+_library = []           # the torch.library.Library (freed, it unregisters)
 exported = []           # Exported, in the manifest's order
 
 
