@@ -95,6 +95,24 @@ static int reuse(const struct e2e_cmd *o)
 	return !o->nrevs && !access(path, R_OK);
 }
 
+/* Exports into o->dir, or into a fresh temporary directory, *tmp, which
+ * the caller removes. */
+static int export_for_e2e(struct export *ex, struct strbuf *pkg, char **tmp,
+			  const struct e2e_cmd *o)
+{
+	int rc;
+
+	repo_need();
+	if (o->dir)
+		strbuf_addstr(pkg, o->dir);
+	else if ((*tmp = tempdir_make(repo_autokernel_dir())))
+		strbuf_addf(pkg, "%s/autokernel_ops", *tmp);
+	else
+		return 3;
+	rc = export_package(ex, pkg->buf, o->revs, o->nrevs);
+	return rc == EXPORT_USAGE ? 2 : rc ? 3 : 0;
+}
+
 int cmd_e2e(int argc, char **argv)
 {
 	struct e2e_cmd o = { .run = E2E_OPTS_INIT };
@@ -108,25 +126,19 @@ int cmd_e2e(int argc, char **argv)
 		return rc < 0 ? 0 : rc;
 	if (o.which_python)
 		return which_python();
-	if (o.dir && reuse(&o)) {
-		rc = export_read(&ex, o.dir) ? 3 : 0;
-		strbuf_addstr(&pkg, o.dir);
-	} else {
+	if (o.record)
 		repo_need();
-		if (!o.dir && !(tmp = tempdir_make(repo_autokernel_dir()))) {
-			rc = 3;
-			goto cleanup;
-		}
-		strbuf_addf(&pkg, "%s%s", tmp ? tmp : o.dir,
-			    tmp ? "/autokernel_ops" : "");
-		rc = export_package(&ex, pkg.buf, o.revs, o.nrevs);
-		rc = rc == EXPORT_USAGE ? 2 : rc ? 3 : 0;
+	if (o.dir && reuse(&o)) {
+		strbuf_addstr(&pkg, o.dir);
+		rc = export_read(&ex, o.dir) ? 3 : 0;
+	} else {
+		rc = export_for_e2e(&ex, &pkg, &tmp, &o);
 	}
 	if (rc)
 		goto cleanup;
 	o.run.package = pkg.buf;
 	rc = e2e_run(&o.run, o.record ? &result : NULL);
-	if (result && (!repo_get() || e2e_record(&ex, result) < 0))
+	if (result && e2e_record(&ex, result) < 0)
 		rc = 3;
 cleanup:
 	json_decref(result);

@@ -48,10 +48,12 @@ static int named_twice(const struct export *ex, const char *name)
 static int has_problem(const git_oid *commit, const char *name)
 {
 	struct strbuf text = STRBUF_INIT, path = STRBUF_INIT;
+	char hex[GIT_OID_HEXSZ + 1];
 	int r;
 
+	git_oid_tostr(hex, sizeof(hex), commit);
 	strbuf_addf(&path, "%s/problem.json", name);
-	r = repo_read_file(&text, git_oid_tostr_s(commit), path.buf);
+	r = repo_read_file(&text, hex, path.buf);
 	strbuf_release(&text);
 	strbuf_release(&path);
 	return r == 0;
@@ -119,7 +121,7 @@ static int add_rev(struct export *ex, const char *rev)
 		ret = experiment_of(k, rev);
 	}
 	if (!ret)
-		ret = named_twice(ex, k->name);
+		ret = named_twice(ex, k->name) ? EXPORT_USAGE : 0;
 cleanup:
 	if (ret)
 		ex->nr--;
@@ -266,13 +268,14 @@ static int export_blob(struct strbuf *text, const char *dir,
 		       const struct export_kernel *k, const char *file)
 {
 	struct strbuf path = STRBUF_INIT;
+	char hex[GIT_OID_HEXSZ + 1];
 	int r;
 
+	git_oid_tostr(hex, sizeof(hex), &k->commit);
 	strbuf_addf(&path, "%s/%s", k->name, file);
-	r = repo_read_file(text, git_oid_tostr_s(&k->commit), path.buf);
+	r = repo_read_file(text, hex, path.buf);
 	if (r == 1)
-		error("'%s' is not in %.7s", path.buf,
-		      git_oid_tostr_s(&k->commit));
+		error("'%s' is not in %.7s", path.buf, hex);
 	strbuf_reset(&path);
 	strbuf_addf(&path, "%s/kernels/%s/%s", dir, k->name, file);
 	if (!r)
