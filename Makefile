@@ -41,9 +41,10 @@ AGENT_SRC = $(wildcard agent/*.c)
 JUDGE_SRC = $(wildcard judge/*.c)
 PROFILE_SRC = $(filter-out profile/cupti-inject.c,$(wildcard profile/*.c))
 REPORT_SRC = $(wildcard report/*.c)
+EXPORT_SRC = $(wildcard export/*.c)
 BIN_SRC = $(wildcard bin/*.c)
 CORE_OBJ = $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(OPS_SRC) $(VERIFY_SRC) \
-	$(AGENT_SRC) $(JUDGE_SRC) $(PROFILE_SRC) $(REPORT_SRC) \
+	$(AGENT_SRC) $(JUDGE_SRC) $(PROFILE_SRC) $(REPORT_SRC) $(EXPORT_SRC) \
 	backends/build.c)
 BIN_OBJ = $(patsubst %.c,$(B)/%.o,$(BIN_SRC))
 UNIT_SRC = $(wildcard tests/unit-*.c)
@@ -138,7 +139,8 @@ install: all
 	install -m 644 include/autokernel.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 doc/git-autokernel.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	rm -rf $(DESTDIR)$(PREFIX)/share/git-autokernel/kernels
-	cp -R include kernels hooks doc $(DESTDIR)$(PREFIX)/share/git-autokernel/
+	rm -rf $(DESTDIR)$(PREFIX)/share/git-autokernel/python
+	cp -R include kernels hooks doc python $(DESTDIR)$(PREFIX)/share/git-autokernel/
 
 # A relocatable tarball: binaries, private copies of the libraries that are
 # not part of glibc, data; unpack anywhere and put its bin/ on PATH.

@@ -38,16 +38,13 @@ const char *backend_compiler(const char *backend)
 	return stat(hipcc, &st) ? "hipcc" : hipcc;
 }
 
-static void compile_args(struct strvec *a, const char *backend,
-			 const char *arch, const char *inc)
+/* The flags of a backend before its arch's. */
+static void base_args(struct strvec *a, const char *backend)
 {
-	strvec_push(a, backend_compiler(backend));
 	if (!strcmp(backend, "host")) {
 		strvec_pushl(a, "-std=gnu11", "-O3", "-march=native",
 			     "-fopenmp", "-shared", "-fPIC", NULL);
 	} else if (!strcmp(backend, "cuda")) {
-		const char *sm = arch && *arch ? arch : "sm_90";
-
 		/* A build is what an agent waits for most.  --threads 2:
 		 * nvcc runs the host chain (cudafe++, the host compiler)
 		 * beside the device chain (cicc, ptxas) instead of after it
@@ -57,6 +54,21 @@ static void compile_args(struct strvec *a, const char *backend,
 		 * which waits for ptxas, is 0.2 s shorter than at -O3. */
 		strvec_pushl(a, "-O1", "-lineinfo", "--threads", "2", "-shared",
 			     "-Xcompiler", "-fPIC", NULL);
+	} else {
+		/* hipcc 5.x defaults to C++11; kernels are written in the
+		 * C++17 that nvcc and newer hipcc default to. */
+		strvec_pushl(a, "-std=c++17", "-O3", "-shared", "-fPIC",
+			     "-x", "hip", NULL);
+	}
+}
+
+/* The flags that pick the device: none on host (-march=native). */
+static void arch_args(struct strvec *a, const char *backend,
+		      const char *arch)
+{
+	if (!strcmp(backend, "cuda")) {
+		const char *sm = arch && *arch ? arch : "sm_90";
+
 		/* A kernel is built for the device it runs on, so Hopper's
 		 * arch-specific instructions (wgmma, setmaxnreg) are fair:
 		 * sm_90 builds as sm_90a, in the -gencode form that does not
@@ -65,14 +77,18 @@ static void compile_args(struct strvec *a, const char *backend,
 			strvec_push(a, "-gencode=arch=compute_90a,code=sm_90a");
 		else
 			strvec_pushf(a, "-arch=%s", sm);
-	} else {
-		/* hipcc 5.x defaults to C++11; kernels are written in the
-		 * C++17 that nvcc and newer hipcc default to. */
-		strvec_pushl(a, "-std=c++17", "-O3", "-shared", "-fPIC",
-			     "-x", "hip", NULL);
+	} else if (!strcmp(backend, "hip")) {
 		strvec_pushf(a, "--offload-arch=%s",
 			     arch && *arch ? arch : "gfx90a");
 	}
+}
+
+static void compile_args(struct strvec *a, const char *backend,
+			 const char *arch, const char *inc)
+{
+	strvec_push(a, backend_compiler(backend));
+	base_args(a, backend);
+	arch_args(a, backend, arch);
 	strvec_pushf(a, "-I%s", inc);
 }
 
@@ -104,6 +120,29 @@ static const char *compiler_version(const char *cc, int *missing)
 		snprintf(last_cc, sizeof(last_cc), "%s", cc);
 	child_release(&c);
 	return version;
+}
+
+int build_command(struct build_command *cmd, const char *backend,
+		  const char *arch)
+{
+	int missing = 0;
+
+	cmd->compiler = backend_compiler(backend);
+	base_args(&cmd->flags, backend);
+	arch_args(&cmd->arch, backend, arch);
+	link_args(&cmd->libs, backend);
+	strbuf_addstr(&cmd->version, compiler_version(cmd->compiler,
+						      &missing));
+	strbuf_trim(&cmd->version);
+	return missing ? -2 : 0;
+}
+
+void build_command_release(struct build_command *cmd)
+{
+	strvec_clear(&cmd->flags);
+	strvec_clear(&cmd->arch);
+	strvec_clear(&cmd->libs);
+	strbuf_release(&cmd->version);
 }
 
 static int hash_key(char *hex, const struct strvec *args, const char *ver,

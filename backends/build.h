@@ -16,6 +16,7 @@
 #ifndef BUILD_H
 #define BUILD_H
 
+#include "lib/run.h"
 #include "lib/strbuf.h"
 
 /* The compiler a backend uses (cc, nvcc, hipcc), honouring overrides. */
@@ -24,5 +25,26 @@ const char *backend_compiler(const char *backend);
 int build_kernel(struct strbuf *so, struct strbuf *log, struct strbuf *status,
 		 const char *backend, const char *src, const char *arch,
 		 int timeout_ms, int *cached);
+
+/*
+ * The command build_kernel() runs for backend and arch, for a record of
+ * it (export's manifest), in the order it runs:
+ *
+ *	compiler flags... arch... -I<dir of autokernel.h> -o OUT SRC libs...
+ *
+ * arch is empty on host (-march=native is among the flags); version is
+ * the compiler's version line.  0, or -2 when the compiler is missing
+ * (version then says why).  build_command_release() frees it.
+ */
+struct build_command {
+	const char *compiler;           /* static, backend_compiler()'s */
+	struct strvec flags, arch, libs;
+	struct strbuf version;
+};
+#define BUILD_COMMAND_INIT { NULL, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, \
+			     STRBUF_INIT }
+int build_command(struct build_command *cmd, const char *backend,
+		  const char *arch);
+void build_command_release(struct build_command *cmd);
 
 #endif

@@ -15,6 +15,8 @@ int cmd_report(int argc, char **argv);
 int cmd_bisect(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_e2e(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_hook(int argc, char **argv);
 

@@ -30,6 +30,8 @@ static const struct cmd commands[] = {
 	{ "bisect", cmd_bisect, "find the commit that made a kernel slower" },
 	{ "profile", cmd_profile, "rank a model's GPU kernels by time" },
 	{ "ops", cmd_ops, "list the supported ops" },
+	{ "export", cmd_export, "the kept kernels as a PyTorch package" },
+	{ "e2e", cmd_e2e, "a model's time and accuracy with the kernels" },
 	{ "demo", cmd_demo, "a short tuning session in a scratch repository" },
 	{ "hook", cmd_hook, "what the installed hooks call" },
 };

@@ -82,7 +82,6 @@ static void add(struct history *h, const git_oid *id, int attempt)
 static int walk_kept(git_oid **out, size_t *nr, const char *name)
 {
 	git_oid head, base, cur;
-	git_commit *c = NULL;
 	size_t alloc = 0;
 
 	*out = NULL;
@@ -96,15 +95,9 @@ static int walk_kept(git_oid **out, size_t *nr, const char *name)
 	for (;;) {
 		ALLOC_GROW(*out, *nr + 1, alloc);
 		(*out)[(*nr)++] = cur;
-		if (git_oid_equal(&cur, &base) ||
-		    git_commit_lookup(&c, repo_need(), &cur) < 0 ||
-		    !git_commit_parentcount(c))
+		if (git_oid_equal(&cur, &base) || repo_first_parent(&cur, &cur))
 			break;
-		cur = *git_commit_parent_id(c, 0);
-		git_commit_free(c);
-		c = NULL;
 	}
-	git_commit_free(c);
 	return 0;
 }
 

@@ -265,6 +265,22 @@ int config_timeout_ms(void)
 	return (int)(s * 1000);
 }
 
+int repo_first_parent(git_oid *out, const git_oid *commit)
+{
+	git_commit *c = NULL;
+	int ret = 1;
+
+	if (git_commit_lookup(&c, repo_need(), commit) < 0)
+		return error("unable to read commit %s: %s",
+			     git_oid_tostr_s(commit), repo_error());
+	if (git_commit_parentcount(c)) {
+		*out = *git_commit_parent_id(c, 0);
+		ret = 0;
+	}
+	git_commit_free(c);
+	return ret;
+}
+
 int repo_read_file(struct strbuf *out, const char *rev, const char *path)
 {
 	git_object *obj = NULL;

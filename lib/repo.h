@@ -42,6 +42,9 @@ double config_double(const char *key, double def);
 double config_min_gain(void);
 int config_timeout_ms(void);
 
+/* The first parent of commit: 0, 1 when it has none, -1 after an error. */
+int repo_first_parent(git_oid *out, const git_oid *commit);
+
 /* Writes the blob at path in tree-ish rev ("HEAD", a commit, or NULL for
  * the index) into out; 0, 1 when absent, -1 on error. */
 int repo_read_file(struct strbuf *out, const char *rev, const char *path);

@@ -100,6 +100,16 @@ test_must_fail () {
 	return 0
 }
 
+# The interpreter that imports torch, as the tool finds it (lib/python.h),
+# into $TORCH_PY; without one the script is skipped as a whole, saying why.
+need_torch () {
+	TORCH_PY=$(git autokernel e2e --which-python 2>"$TRASH/.torch") || {
+		echo "1..0 # SKIP no interpreter imports torch:" \
+			"$(cat "$TRASH/.torch")"
+		exit 0
+	}
+}
+
 # A repository with one commit and the hooks installed.
 new_repo () {
 	git init -q "$1" &&
