@@ -90,19 +90,31 @@ $(B)/ak-runner-host: $(RUNNER_COMMON) backends/dev-host.c backends/*.h
 	$(CC) $(CFLAGS) $(AK_CFLAGS) -fopenmp $(LDFLAGS) $(RPATH) -o $@ \
 		$(RUNNER_COMMON) backends/dev-host.c $(AK_LIBS)
 
-$(B)/ak-runner-cuda: $(RUNNER_COMMON) backends/dev-gpu.c backends/*.h
+# The benchmark's input generator runs on the device: built by the GPU
+# compiler (for Hopper, and as PTX that any later device compiles).
+$(B)/backends/gen-cuda.o: backends/gen-gpu.cu include/ak-wire.h include/autokernel.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -O3 -Iinclude -gencode=arch=compute_90,code=sm_90 \
+		-gencode=arch=compute_75,code=compute_75 -c -o $@ $<
+
+$(B)/backends/gen-hip.o: backends/gen-gpu.cu include/ak-wire.h include/autokernel.h
+	@mkdir -p $(dir $@)
+	$(HIPCC) -std=c++17 -O3 -Iinclude -x hip --offload-arch=gfx90a \
+		-fPIC -c -o $@ $<
+
+$(B)/ak-runner-cuda: $(RUNNER_COMMON) backends/dev-gpu.c backends/*.h $(B)/backends/gen-cuda.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AK_CFLAGS) -DAK_CUDA -I$(CUDA_HOME)/include \
 		$(LDFLAGS) $(RPATH) -o $@ $(RUNNER_COMMON) backends/dev-gpu.c \
-		-L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart $(AK_LIBS)
+		$(B)/backends/gen-cuda.o -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++ $(AK_LIBS)
 
-$(B)/ak-runner-hip: $(RUNNER_COMMON) backends/dev-gpu.c backends/*.h
+$(B)/ak-runner-hip: $(RUNNER_COMMON) backends/dev-gpu.c backends/*.h $(B)/backends/gen-hip.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AK_CFLAGS) -DAK_HIP -D__HIP_PLATFORM_AMD__ \
 		-I$(HIP_INC) $(LDFLAGS) $(RPATH) -o $@ $(RUNNER_COMMON) \
-		backends/dev-gpu.c -L$(HIP_LIB) \
+		backends/dev-gpu.c $(B)/backends/gen-hip.o -L$(HIP_LIB) \
 		$(if $(filter /usr/lib/%,$(HIP_LIB)),,-Wl,-rpath,$(HIP_LIB)) \
-		-lamdhip64 $(AK_LIBS)
+		-lamdhip64 -lstdc++ $(AK_LIBS)
 
 TESTS = $(sort $(wildcard tests/t[0-9]*.sh))
 PROVE ?= prove

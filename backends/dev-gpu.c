@@ -239,6 +239,17 @@ int dev_sync(void)
 	return check(GPU(DeviceSynchronize)(), "synchronize");
 }
 
+/* backends/gen-gpu.cu, built by nvcc or hipcc */
+int ak_gpu_generate(void *p, int dt, int64_t n, const struct ak_gen *g,
+		    uint64_t seed, int t, void *stream);
+
+int dev_generate(void *p, int dt, int64_t n, const struct ak_gen *g,
+		 uint64_t seed, int t)
+{
+	return check((gpuError_t)ak_gpu_generate(p, dt, n, g, seed, t,
+						 stream), "generate inputs");
+}
+
 int dev_flush_cache(void)
 {
 	static unsigned char v;

@@ -158,6 +158,15 @@ int dev_sync(void)
 	return 0;
 }
 
+int dev_generate(void *p, int dt, int64_t n, const struct ak_gen *g,
+		 uint64_t seed, int t)
+{
+	#pragma omp parallel for schedule(static) if (n > 65536)
+	for (int64_t i = 0; i < n; i++)
+		ak_gen_store(p, dt, (uint64_t)i, seed, t, g);
+	return 0;
+}
+
 int dev_flush_cache(void)
 {
 	static unsigned char v;

@@ -13,7 +13,9 @@
 #define DEV_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <jansson.h>
+#include "ak-wire.h"
 
 extern const char *dev_backend;         /* "host", "cuda", "hip" */
 
@@ -32,6 +34,11 @@ void *dev_stream(void);
 /* After a kernel call: launch errors, then a device-wide synchronize. */
 int dev_after_call(void);
 int dev_sync(void);
+
+/* Fills n elements of dtype dt at p (device memory) with the benchmark's
+ * fresh inputs of tensor t under seed (ak-wire.h), on the stream. */
+int dev_generate(void *p, int dt, int64_t n, const struct ak_gen *g,
+		 uint64_t seed, int t);
 
 /* Evicts the last-level cache by writing a buffer twice its size. */
 int dev_flush_cache(void);

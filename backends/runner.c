@@ -31,16 +31,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <jansson.h>
+#include "ak-wire.h"
 #include "autokernel.h"
 #include "backends/dev.h"
 #include "lib/strbuf.h"
 #include "lib/trace.h"
 
-#define MAX_SLOTS 8
-#define MAX_TENSORS (2 * 4)
-#define GUARD 4096
-#define GUARD_BYTE 0xA5
-#define POISON_BYTE 0xFF
+#define MAX_SLOTS AK_WIRE_SLOTS
+#define MAX_TENSORS AK_WIRE_MAX_TENSORS
+#define GUARD AK_WIRE_GUARD
+#define GUARD_BYTE AK_WIRE_GUARD_BYTE
+#define POISON_BYTE AK_WIRE_POISON_BYTE
 
 typedef int (*kernel_fn)(const struct ak_args *);
 typedef size_t (*workspace_fn)(const struct ak_args *);
@@ -61,13 +62,6 @@ struct gbuf {
 	void *data;             /* base + GUARD */
 	size_t size;            /* of data */
 };
-
-static size_t elem_size(int dt)
-{
-	static const size_t sz[] = { 2, 2, 4, 8, 4, 8 };
-
-	return dt >= 0 && dt < 6 ? sz[dt] : 0;
-}
 
 static json_t *fail(const char *fmt, ...) AK_PRINTF(1, 2);
 static json_t *fail(const char *fmt, ...)
@@ -161,7 +155,7 @@ struct layout {
 
 static size_t tensor_bytes(const struct ak_tensor *t)
 {
-	return (size_t)ak_numel(t) * elem_size(t->dtype);
+	return (size_t)ak_numel(t) * ak_dtype_size(t->dtype);
 }
 
 static int parse_tensor(json_t *j, struct ak_tensor *t, size_t *off)
@@ -173,7 +167,7 @@ static int parse_tensor(json_t *j, struct ak_tensor *t, size_t *off)
 	t->dtype = (enum ak_dtype)json_integer_value(json_object_get(j, "dtype"));
 	t->ndim = (int)json_array_size(shape);
 	*off = (size_t)json_integer_value(json_object_get(j, "offset"));
-	if (t->ndim > 4 || !elem_size(t->dtype))
+	if (t->ndim > 4 || !ak_dtype_size(t->dtype))
 		return -1;
 	for (int d = 0; d < t->ndim; d++)
 		t->shape[d] = json_integer_value(json_array_get(shape, d));
@@ -288,39 +282,59 @@ static unsigned char *check_buffer(size_t n)
 	return buf;
 }
 
-/* Guard bands intact, inputs unchanged: NULL, or what went wrong. */
+/* One guard band's verdict as "wrote outside output 0: 3 bytes after the
+ * end" into what; 0 intact, 1 not, -1 device error. */
+static int guard_verdict(const struct gbuf *g, const char *whose, int i,
+			 char *what, size_t n)
+{
+	char where[96];
+	int r;
+
+	if (!g->base || (r = gbuf_check(g, where, sizeof(where))) == 0)
+		return 0;
+	if (r > 0) {
+		if (i >= 0)
+			snprintf(what, n, "wrote outside %s %d: %s", whose, i,
+				 where);
+		else
+			snprintf(what, n, "wrote outside its %s: %s", whose,
+				 where);
+	}
+	return r;
+}
+
+/* Every guard band of a set intact: 0, 1 (what says which), -1. */
+static int dset_guards(const struct dset *s, const struct layout *l,
+		       char *what, size_t n)
+{
+	int r = 0;
+
+	for (int i = 0; !r && i < l->n_out; i++)
+		r = guard_verdict(&s->out[i], "output", i, what, n);
+	if (!r)
+		r = guard_verdict(&s->ws, "workspace", -1, what, n);
+	for (int i = 0; !r && i < l->n_in; i++)
+		r = guard_verdict(&s->in[i], "input", i, what, n);
+	return r;
+}
+
+/* Guard bands intact, inputs unchanged: 0, 1 (why says what went
+ * wrong), -1 device error. */
 static int dset_integrity(struct dset *s, const struct layout *l,
 			  struct strbuf *why)
 {
-	char what[128];
-	int r;
+	char what[160];
+	int r = dset_guards(s, l, what, sizeof(what));
 
-	for (int i = 0; i < l->n_out; i++) {
-		if ((r = gbuf_check(&s->out[i], what, sizeof(what))) != 0) {
-			if (r < 0)
-				return -1;
-			strbuf_addf(why, "wrote outside output %d: %s", i, what);
-			return 1;
-		}
-	}
-	if (s->ws.base &&
-	    (r = gbuf_check(&s->ws, what, sizeof(what))) != 0) {
-		if (r < 0)
-			return -1;
-		strbuf_addf(why, "wrote outside its workspace: %s", what);
-		return 1;
+	if (r) {
+		if (r > 0)
+			strbuf_addstr(why, what);
+		return r;
 	}
 	for (int i = 0; i < l->n_in; i++) {
 		size_t n = tensor_bytes(&l->in[i]);
-		unsigned char *copy;
+		unsigned char *copy = check_buffer(n);
 
-		if ((r = gbuf_check(&s->in[i], what, sizeof(what))) != 0) {
-			if (r < 0)
-				return -1;
-			strbuf_addf(why, "wrote outside input %d: %s", i, what);
-			return 1;
-		}
-		copy = check_buffer(n);
 		if (dev_d2h(copy, s->in[i].data, n))
 			return -1;
 		if (memcmp(copy, shm + l->in_off[i], n)) {
@@ -329,7 +343,7 @@ static int dset_integrity(struct dset *s, const struct layout *l,
 			while (copy[b] == shm[l->in_off[i] + b])
 				b++;
 			strbuf_addf(why, "modified input %d at element %zu", i,
-				    b / elem_size(l->in[i].dtype));
+				    b / ak_dtype_size(l->in[i].dtype));
 			return 1;
 		}
 	}
@@ -441,28 +455,66 @@ cleanup:
 }
 
 /*
- * Interleaved timing.  Each round times every slot once and a device copy
- * of copy_bytes (the op's minimum traffic: half read, half written), each
- * after a cache flush and on its own rotating input set, so A and B see the
- * same clocks and the same thermal state.
+ * Interleaved timing with fresh inputs for every call
+ * (doc/runner-protocol.md).  A round times every slot once, each on its
+ * own set of buffers, then a device copy of copy_bytes (the op's minimum
+ * traffic: half read, half written), so A and B see the same clocks and
+ * the same thermal state.  Before call k its inputs are generated afresh
+ * on the device from ak_call_seed(seed, k) and its outputs poisoned, then
+ * the cache is flushed; after it the parent picks the elements it checks
+ * and the runner copies them back.
  */
 struct bench {
-	int n_slots, slot[MAX_SLOTS], rotate, last;
-	struct dset set[MAX_SLOTS][4];
+	int n_slots, slot[MAX_SLOTS], lockstep;
+	struct dset set[MAX_SLOTS];
 	struct layout l;
+	struct ak_gen gen[MAX_TENSORS];
+	uint64_t seed, calls;
 	void *copy_src, *copy_dst;
-	size_t copy_bytes;
+	size_t copy_bytes, check_off, check_bytes;
 	json_t *times[MAX_SLOTS + 1];
+	char *line;             /* the parent's answers */
+	size_t cap;
 };
+
+static int parse_gen(json_t *j, struct ak_gen *g)
+{
+	const char *kind = json_string_value(json_object_get(j, "kind"));
+
+	memset(g, 0, sizeof(*g));
+	g->sd = 1.0f;
+	if (kind && !strcmp(kind, "index")) {
+		g->kind = AK_GEN_INDEX;
+		g->n = json_integer_value(json_object_get(j, "n"));
+		return g->n > 0 ? 0 : -1;
+	}
+	g->kind = AK_GEN_NORMAL;
+	if (json_is_number(json_object_get(j, "mean")))
+		g->mean = (float)json_number_value(json_object_get(j, "mean"));
+	if (json_is_number(json_object_get(j, "sd")))
+		g->sd = (float)json_number_value(json_object_get(j, "sd"));
+	return kind && !strcmp(kind, "normal") ? 0 : -1;
+}
+
+static int parse_gens(json_t *req, const struct layout *l, struct ak_gen *g)
+{
+	json_t *js = json_object_get(req, "gen");
+
+	if (json_array_size(js) != (size_t)l->n_in)
+		return -1;
+	for (int i = 0; i < l->n_in; i++)
+		if (parse_gen(json_array_get(js, i), &g[i]))
+			return -1;
+	return 0;
+}
 
 static int bench_prepare(struct bench *b, json_t *req, struct strbuf *why)
 {
 	json_t *js = json_object_get(req, "slots");
 
 	b->n_slots = (int)json_array_size(js);
-	b->rotate = (int)json_integer_value(json_object_get(req, "rotate"));
-	if (b->rotate < 1 || b->rotate > 4)
-		b->rotate = 2;
+	b->lockstep = json_is_true(json_object_get(req, "lockstep"));
+	b->seed = (uint64_t)json_integer_value(json_object_get(req, "seed"));
 	if (b->n_slots < 1 || b->n_slots > MAX_SLOTS - 1) {
 		strbuf_addstr(why, "bad slot list");
 		return -1;
@@ -475,22 +527,29 @@ static int bench_prepare(struct bench *b, json_t *req, struct strbuf *why)
 			return -1;
 		}
 	}
-	if (parse_layout(req, &b->l)) {
+	if (parse_layout(req, &b->l) || parse_gens(req, &b->l, b->gen)) {
 		strbuf_addstr(why, "bad tensor layout in request");
 		return -1;
 	}
-	for (int i = 0; i < b->n_slots; i++)
-		for (int k = 0; k < b->rotate; k++) {
-			int r = dset_inputs(&b->set[i][k], &b->l);
+	b->check_off = (size_t)json_integer_value(json_object_get(req,
+							"check_offset"));
+	b->check_bytes = (size_t)json_integer_value(json_object_get(req,
+							"check_bytes"));
+	if (b->check_off + 2 * b->check_bytes > shm_size) {
+		strbuf_addstr(why, "the check area is outside the mapping");
+		return -1;
+	}
+	for (int i = 0; i < b->n_slots; i++) {
+		int r = dset_inputs(&b->set[i], &b->l);
 
-			if (!r)
-				r = dset_outputs(&b->set[i][k], &b->l, b->slot[i]);
-			if (r) {
-				strbuf_addstr(why, r == -2 ? "ak_workspace_size() "
-					      "asked for an absurd size" : dev_error());
-				return -1;
-			}
+		if (!r)
+			r = dset_outputs(&b->set[i], &b->l, b->slot[i]);
+		if (r) {
+			strbuf_addstr(why, r == -2 ? "ak_workspace_size() "
+				      "asked for an absurd size" : dev_error());
+			return -1;
 		}
+	}
 	b->copy_bytes = (size_t)json_integer_value(json_object_get(req,
 							"copy_bytes")) / 2;
 	if (b->copy_bytes &&
@@ -503,83 +562,205 @@ static int bench_prepare(struct bench *b, json_t *req, struct strbuf *why)
 	return 0;
 }
 
-static int time_one(struct bench *b, int i, int k, double *us, int *rc)
+/* A set's inputs made afresh from seed and its outputs poisoned. */
+static int refresh(struct dset *s, const struct layout *l,
+		   const struct ak_gen *gen, uint64_t seed)
 {
-	if (dev_flush_cache() || dev_timer_start())
-		return -1;
-	if (i == b->n_slots) {
-		if (dev_copy(b->copy_dst, b->copy_src, b->copy_bytes))
+	for (int t = 0; t < l->n_in; t++)
+		if (dev_generate(s->in[t].data, l->in[t].dtype,
+				 ak_numel(&l->in[t]), &gen[t], seed, t))
 			return -1;
-	} else {
-		*rc = slots[b->slot[i]].fn(&b->set[i][k].args);
-		if (*rc)
-			return 0;
-	}
-	return dev_timer_stop(us) || dev_after_call();
+	for (int t = 0; t < l->n_out; t++)
+		if (dev_fill(s->out[t].data, POISON_BYTE,
+			     tensor_bytes(&l->out[t])))
+			return -1;
+	return dev_sync();
 }
 
-static json_t *bench_loop(struct bench *b, json_t *req)
+/* The parent's next line as JSON; NULL at EOF or on garbage. */
+static json_t *read_answer(struct bench *b)
+{
+	if (getline(&b->line, &b->cap, stdin) <= 0)
+		return NULL;
+	return json_loads(b->line, 0, NULL);
+}
+
+static void say(FILE *out, json_t *msg)
+{
+	json_dumpf(msg, out, JSON_COMPACT);
+	fputc('\n', out);
+	fflush(out);
+	json_decref(msg);
+}
+
+/* Tensor t of the request's list: inputs first, then outputs. */
+static const struct gbuf *span_buf(const struct dset *s,
+				   const struct layout *l, int t,
+				   const struct ak_tensor **tt)
+{
+	if (t >= 0 && t < l->n_in) {
+		*tt = &l->in[t];
+		return &s->in[t];
+	}
+	t -= l->n_in;
+	if (t < 0 || t >= l->n_out)
+		return NULL;
+	*tt = &l->out[t];
+	return &s->out[t];
+}
+
+/* The spans the parent asked for, into the check area of call k;
+ * 0, -1 device error, 1 a bad request (why). */
+static int copy_spans(struct bench *b, const struct dset *s, json_t *spans,
+		      uint64_t k, struct strbuf *why)
+{
+	unsigned char *dst = shm + b->check_off + (k & 1) * b->check_bytes;
+	size_t used = 0, i;
+	json_t *sp;
+
+	json_array_foreach(spans, i, sp) {
+		int t = (int)json_integer_value(json_array_get(sp, 0));
+		int64_t e = json_integer_value(json_array_get(sp, 1));
+		int64_t n = json_integer_value(json_array_get(sp, 2));
+		const struct ak_tensor *tt = NULL;
+		const struct gbuf *g = span_buf(s, &b->l, t, &tt);
+		size_t es, bytes;
+
+		if (!g || e < 0 || n < 0 || e + n > ak_numel(tt)) {
+			strbuf_addstr(why, "a span outside its tensor");
+			return 1;
+		}
+		es = ak_dtype_size(tt->dtype);
+		bytes = (size_t)n * es;
+		if (used + bytes > b->check_bytes) {
+			strbuf_addstr(why, "spans larger than the check area");
+			return 1;
+		}
+		if (dev_d2h(dst + used, (const unsigned char *)g->data +
+			    (size_t)e * es, bytes))
+			return -1;
+		used += bytes;
+	}
+	return 0;
+}
+
+/*
+ * Call k: fresh inputs, poisoned outputs, a cold cache, the timed call,
+ * then the parent's choice of what to check.  0 go on, 1 stop (the
+ * parent said so), or a reply that ends the benchmark in *res.
+ */
+static int timed_call(struct bench *b, int i, FILE *out, double *us,
+		      json_t **res)
+{
+	uint64_t k = b->calls++, seed = ak_call_seed(b->seed, k);
+	struct strbuf why = STRBUF_INIT;
+	json_t *ans;
+	int rc = 0, stop, r;
+
+	if (refresh(&b->set[i], &b->l, b->gen, seed) ||
+	    dev_flush_cache() || dev_timer_start()) {
+		*res = fail("%s", dev_error());
+		return -1;
+	}
+	rc = slots[b->slot[i]].fn(&b->set[i].args);
+	if (dev_timer_stop(us) || dev_after_call()) {
+		*res = fail("%s", dev_error());
+		return -1;
+	}
+	if (rc) {
+		*res = json_pack("{s:b,s:i,s:i}", "ok", 1, "rc", rc, "slot",
+				 b->slot[i]);
+		return -1;
+	}
+	say(out, json_pack("{s:I,s:i,s:I,s:f}", "call", (json_int_t)k,
+			   "slot", b->slot[i], "seed", (json_int_t)seed,
+			   "us", *us));
+	if (!(ans = read_answer(b))) {
+		*res = fail("the parent went away during the benchmark");
+		return -1;
+	}
+	stop = json_is_true(json_object_get(ans, "stop"));
+	r = copy_spans(b, &b->set[i], json_object_get(ans, "spans"), k, &why);
+	json_decref(ans);
+	if (r) {
+		*res = r < 0 ? fail("%s", dev_error()) : fail("%s", why.buf);
+		strbuf_release(&why);
+		return -1;
+	}
+	say(out, json_pack("{s:I}", "copied", (json_int_t)k));
+	if (b->lockstep) {
+		ans = read_answer(b);
+		if (!ans)
+			stop = 1;
+		stop |= json_is_true(json_object_get(ans, "stop"));
+		json_decref(ans);
+	}
+	return stop;
+}
+
+static int time_copy(struct bench *b, double *us)
+{
+	return dev_flush_cache() || dev_timer_start() ||
+		dev_copy(b->copy_dst, b->copy_src, b->copy_bytes) ||
+		dev_timer_stop(us) || dev_after_call();
+}
+
+static json_t *bench_loop(struct bench *b, json_t *req, FILE *out)
 {
 	int warmup = (int)json_integer_value(json_object_get(req, "warmup"));
 	int iters = (int)json_integer_value(json_object_get(req, "iters"));
 	double budget = json_number_value(json_object_get(req, "budget_ms"));
 	int min_iters = (int)json_integer_value(json_object_get(req, "min_iters"));
-	int n = b->n_slots + (b->copy_bytes ? 1 : 0);
 	double spent = 0;
+	json_t *res = NULL;
 
 	for (int i = 0; i <= b->n_slots; i++)
 		b->times[i] = json_array();
 	for (int it = 0; it < warmup + iters; it++) {
-		int k = it % b->rotate;
+		int stop = 0;
 
-		b->last = k;
-		for (int i = 0; i < n; i++) {
+		for (int i = 0; i < b->n_slots && !stop; i++) {
 			double us = 0;
-			int rc = 0;
 
-			if (time_one(b, i, k, &us, &rc))
-				return fail("%s", dev_error());
-			if (rc)
-				return json_pack("{s:b,s:i,s:i}", "ok", 1,
-						 "rc", rc, "slot", b->slot[i]);
+			stop = timed_call(b, i, out, &us, &res);
+			if (stop < 0)
+				return res;
 			spent += us / 1e3;
 			if (it >= warmup)
 				json_array_append_new(b->times[i], json_real(us));
 		}
-		if (budget > 0 && spent > budget && it >= warmup + min_iters)
+		if (b->copy_bytes && !stop) {
+			double us = 0;
+
+			if (time_copy(b, &us))
+				return fail("%s", dev_error());
+			if (it >= warmup)
+				json_array_append_new(b->times[b->n_slots],
+						      json_real(us));
+		}
+		if (stop || (budget > 0 && spent > budget &&
+			     it >= warmup + min_iters))
 			break;
 	}
 	return NULL;
 }
 
-static json_t *bench_finish(struct bench *b, json_t *req)
+/* Guard bands of every set, and the timings. */
+static json_t *bench_finish(struct bench *b)
 {
-	json_t *outs = json_object_get(req, "outs"), *res, *times;
 	struct strbuf why = STRBUF_INIT;
+	json_t *res, *times;
+	char what[128];
 
 	for (int i = 0; i < b->n_slots; i++) {
-		json_t *offs = json_array_get(outs, i);
+		int r = dset_guards(&b->set[i], &b->l, what, sizeof(what));
 
-		for (int k = 0; k < b->rotate; k++) {
-			int r = dset_integrity(&b->set[i][k], &b->l, &why);
-
-			if (r < 0)
-				return fail("%s", dev_error());
-			if (r) {
-				res = json_pack("{s:b,s:s,s:i}", "ok", 1,
-						"integrity", why.buf,
-						"slot", b->slot[i]);
-				strbuf_release(&why);
-				return res;
-			}
-		}
-		/* The last timed call's outputs go back to be checked. */
-		for (int o = 0; o < b->l.n_out && offs; o++) {
-			size_t off = json_integer_value(json_array_get(offs, o));
-			size_t n = tensor_bytes(&b->l.out[o]);
-			if (off + n > shm_size ||
-			    dev_d2h(shm + off, b->set[i][b->last].out[o].data, n))
-				return fail("cannot copy outputs back");
+		if (r < 0)
+			return fail("%s", dev_error());
+		if (r) {
+			res = json_pack("{s:b,s:s,s:i}", "ok", 1, "integrity",
+					what, "slot", b->slot[i]);
+			return res;
 		}
 	}
 	times = json_object();
@@ -591,12 +772,13 @@ static json_t *bench_finish(struct bench *b, json_t *req)
 	}
 	if (b->copy_bytes)
 		json_object_set(times, "copy", b->times[b->n_slots]);
-	res = json_pack("{s:b,s:i,s:o}", "ok", 1, "rc", 0, "times", times);
+	res = json_pack("{s:b,s:i,s:o,s:I}", "ok", 1, "rc", 0, "times", times,
+			"calls", (json_int_t)b->calls);
 	strbuf_release(&why);
 	return res;
 }
 
-static json_t *req_bench(json_t *req)
+static json_t *req_bench(json_t *req, FILE *out)
 {
 	struct bench *b = xcalloc(1, sizeof(*b));
 	struct strbuf why = STRBUF_INIT;
@@ -607,29 +789,54 @@ static json_t *req_bench(json_t *req)
 		res = fail("%s", why.buf);
 	} else {
 		t1 = now_ns();
-		res = bench_loop(b, req);
+		res = bench_loop(b, req, out);
 		t2 = now_ns();
 		if (!res)
-			res = bench_finish(b, req);
+			res = bench_finish(b);
 	}
-	trace("runner", "bench: set up %.2f ms, %zu rounds %.2f ms, checks "
-	      "and outputs back %.2f ms", t1 ? (t1 - t0) / 1e6 : 0,
-	      json_array_size(b->times[0]), t2 ? (t2 - t1) / 1e6 : 0,
+	trace("runner", "bench: set up %.2f ms, %llu calls %.2f ms, checks "
+	      "%.2f ms", t1 ? (t1 - t0) / 1e6 : 0,
+	      (unsigned long long)b->calls, t2 ? (t2 - t1) / 1e6 : 0,
 	      t2 ? ms_since(t2) : 0);
-	t0 = now_ns();
 	for (int i = 0; i < MAX_SLOTS; i++)
-		for (int k = 0; k < 4; k++)
-			dset_free(&b->set[i][k]);
+		dset_free(&b->set[i]);
 	if (b->copy_src)
 		dev_free(b->copy_src);
 	if (b->copy_dst)
 		dev_free(b->copy_dst);
 	for (int i = 0; i <= MAX_SLOTS; i++)
 		json_decref(b->times[i]);
+	free(b->line);
 	free(b);
 	strbuf_release(&why);
-	trace("runner", "bench: freed in %.2f ms", ms_since(t0));
 	return res;
+}
+
+/* The benchmark's generator on the device, its bytes back in the
+ * mapping: the parent checks the device and the host agree. */
+static json_t *req_gen(json_t *req)
+{
+	struct layout l;
+	struct dset s;
+	struct ak_gen gen[MAX_TENSORS];
+	uint64_t seed = (uint64_t)json_integer_value(json_object_get(req,
+								 "seed"));
+	json_t *res = NULL;
+
+	memset(&s, 0, sizeof(s));
+	if (parse_layout(req, &l) || parse_gens(req, &l, gen))
+		return fail("bad tensor layout in request");
+	if (dset_inputs(&s, &l))
+		res = fail("%s", dev_error());
+	for (int t = 0; !res && t < l.n_in; t++)
+		if (dev_generate(s.in[t].data, l.in[t].dtype,
+				 ak_numel(&l.in[t]), &gen[t], seed, t) ||
+		    dev_sync() ||
+		    dev_d2h(shm + l.in_off[t], s.in[t].data,
+			    tensor_bytes(&l.in[t])))
+			res = fail("%s", dev_error());
+	dset_free(&s);
+	return res ? res : json_pack("{s:b}", "ok", 1);
 }
 
 static json_t *req_ceilings(void)
@@ -644,7 +851,7 @@ static json_t *req_ceilings(void)
 	return out;
 }
 
-static json_t *dispatch(json_t *req)
+static json_t *dispatch(json_t *req, FILE *out)
 {
 	const char *what = json_string_value(json_object_get(req, "req"));
 
@@ -659,7 +866,9 @@ static json_t *dispatch(json_t *req)
 	if (!strcmp(what, "call"))
 		return req_call(req);
 	if (!strcmp(what, "bench"))
-		return req_bench(req);
+		return req_bench(req, out);
+	if (!strcmp(what, "gen"))
+		return req_gen(req);
 	if (!strcmp(what, "ceilings"))
 		return req_ceilings();
 	return fail("unknown request '%s'", what);
@@ -706,7 +915,7 @@ int main(void)
 		json_t *req = json_loads(line, 0, &jerr), *res;
 		int fatal;
 
-		res = req ? dispatch(req) : fail("bad request: %s", jerr.text);
+		res = req ? dispatch(req, out) : fail("bad request: %s", jerr.text);
 		fatal = json_is_true(json_object_get(res, "fatal"));
 		json_dumpf(res, out, JSON_COMPACT);
 		fputc('\n', out);

@@ -40,7 +40,7 @@
  * try), optionally ending in `if EXPR`, a C expression over other tunables
  * that a combination must satisfy (`if BLOCK*ROWS <= 1024`).  The kernels
  * under kernels/ show it in use
- * (see doc/tuning.md for the whole syntax).
+ * (`git autokernel --help`, section TUNABLES, has the whole syntax).
  */
 #ifndef AUTOKERNEL_H
 #define AUTOKERNEL_H
@@ -56,6 +56,17 @@ extern "C" {
 #define AK_MAX_DIMS 4
 
 enum ak_dtype { AK_F16, AK_BF16, AK_F32, AK_F64, AK_I32, AK_I64 };
+
+/* Bytes per element of a dtype; 0 for a value outside the enum. */
+static inline size_t ak_dtype_size(int dt)
+{
+	switch (dt) {
+	case AK_F16: case AK_BF16: return 2;
+	case AK_F32: case AK_I32: return 4;
+	case AK_F64: case AK_I64: return 8;
+	default: return 0;
+	}
+}
 
 struct ak_tensor {
 	void *data;            /* device memory (host memory for the host backend) */

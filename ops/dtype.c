@@ -150,18 +150,7 @@ void dtype_init(void)
 
 size_t dtype_size(enum ak_dtype t)
 {
-	switch (t) {
-	case AK_F16:
-	case AK_BF16:
-		return 2;
-	case AK_F32:
-	case AK_I32:
-		return 4;
-	case AK_F64:
-	case AK_I64:
-		return 8;
-	}
-	return 0;
+	return ak_dtype_size(t);
 }
 
 static const char *const names[] = {

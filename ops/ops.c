@@ -22,6 +22,7 @@
 #include <string.h>
 #include "ops/dtype.h"
 #include "ops/ops.h"
+#include "ak-wire.h"
 
 /* ---- random numbers ---- */
 
@@ -244,6 +245,35 @@ static struct stab stab_of(double large, double lo)
 	return p;
 }
 
+/* ---- the benchmark's fresh inputs (ak-wire.h) ---- */
+
+/* The power of two nearest v (an exact scale for ak_gen_normal()). */
+static float pow2_near(double v)
+{
+	return (float)exp2(round(log2(v)));
+}
+
+void op_bench_gen(const struct op *op, const struct shape *s,
+		  enum ak_dtype dt, struct ak_gen g[AK_OP_MAX_IN])
+{
+	for (int i = 0; i < AK_OP_MAX_IN; i++)
+		g[i] = (struct ak_gen){ AK_GEN_NORMAL, 0.0f, 1.0f, 0 };
+	if (op->bench_gen)
+		op->bench_gen(s, dt, g);
+}
+
+void op_row_deps(const struct op *op, const struct shape *s, int64_t r,
+		 const struct ak_tensor *in, int64_t lo[AK_OP_MAX_IN],
+		 int64_t n[AK_OP_MAX_IN])
+{
+	for (int i = 0; i < op->n_in; i++) {
+		lo[i] = 0;
+		n[i] = ak_numel(&in[i]);
+	}
+	if (op->row_deps)
+		op->row_deps(s, r, lo, n);
+}
+
 /* ---- reference helpers ---- */
 
 static void load(const struct ak_tensor *t, int64_t off, int64_t n,
@@ -396,6 +426,13 @@ static double matmul_flops(const struct shape *s)
 	return 2.0 * MM_M(s) * MM_N(s) * MM_K(s);
 }
 
+static void matmul_deps(const struct shape *s, int64_t r, int64_t *lo,
+			int64_t *n)
+{
+	lo[0] = r * MM_K(s);
+	n[0] = MM_K(s);
+}
+
 static const struct op op_matmul = {
 	.name = "matmul",
 	.summary = "C = A B",
@@ -429,6 +466,7 @@ static const struct op op_matmul = {
 	.generate = matmul_generate,
 	.rows = matmul_rows,
 	.row_len = matmul_row_len,
+	.row_deps = matmul_deps,
 	.reference = matmul_reference,
 	.row_scale = matmul_row_scale,
 	.bytes = matmul_bytes,
@@ -499,6 +537,14 @@ static double softmax_flops(const struct shape *s)
 	return 5.0 * ROW_R(s) * ROW_C(s);
 }
 
+/* Row r of a [R,C] output reads row r of x (and all of the others). */
+static void rc_deps(const struct shape *s, int64_t r, int64_t *lo,
+		    int64_t *n)
+{
+	lo[0] = r * ROW_C(s);
+	n[0] = ROW_C(s);
+}
+
 static const struct op op_softmax = {
 	.name = "softmax",
 	.summary = "softmax of each row",
@@ -529,6 +575,7 @@ static const struct op op_softmax = {
 	.generate = softmax_generate,
 	.rows = rc_rows,
 	.row_len = rc_row_len,
+	.row_deps = rc_deps,
 	.reference = softmax_reference,
 	.bytes = softmax_bytes,
 	.flops = softmax_flops,
@@ -660,6 +707,17 @@ static double rmsnorm_flops(const struct shape *s)
 	return 4.0 * ROW_R(s) * ROW_C(s);
 }
 
+/* w ~ 1 and b ~ 0, as a trained norm's are */
+static void norm_bench_gen(const struct shape *s, enum ak_dtype dt,
+			   struct ak_gen *g)
+{
+	(void)s;
+	(void)dt;
+	g[1].mean = 1.0f;
+	g[1].sd = 0.125f;
+	g[2].sd = 0.125f;
+}
+
 static const struct op op_layernorm = {
 	.name = "layernorm",
 	.summary = "layer normalization of each row, biased variance",
@@ -690,6 +748,8 @@ static const struct op op_layernorm = {
 	.generate = layernorm_generate,
 	.rows = rc_rows,
 	.row_len = rc_row_len,
+	.bench_gen = norm_bench_gen,
+	.row_deps = rc_deps,
 	.reference = layernorm_reference,
 	.bytes = layernorm_bytes,
 	.flops = layernorm_flops,
@@ -725,6 +785,8 @@ static const struct op op_rmsnorm = {
 	.generate = rmsnorm_generate,
 	.rows = rc_rows,
 	.row_len = rc_row_len,
+	.bench_gen = norm_bench_gen,
+	.row_deps = rc_deps,
 	.reference = rmsnorm_reference,
 	.bytes = rmsnorm_bytes,
 	.flops = rmsnorm_flops,
@@ -800,6 +862,14 @@ static double ce_flops(const struct shape *s)
 	return 4.0 * CE_N(s) * CE_V(s);
 }
 
+static void ce_bench_gen(const struct shape *s, enum ak_dtype dt,
+			 struct ak_gen *g)
+{
+	(void)dt;
+	g[1].kind = AK_GEN_INDEX;
+	g[1].n = CE_V(s);
+}
+
 static const struct op op_cross_entropy = {
 	.name = "cross_entropy",
 	.summary = "mean cross-entropy loss of logits against targets",
@@ -830,6 +900,7 @@ static const struct op op_cross_entropy = {
 	.generate = ce_generate,
 	.rows = one_row,
 	.row_len = one_row,
+	.bench_gen = ce_bench_gen,
 	.reference = ce_reference,
 	.bytes = ce_bytes,
 	.flops = ce_flops,
@@ -936,6 +1007,7 @@ static const struct op op_reduce = {
 	.generate = reduce_generate,
 	.rows = rc_rows,
 	.row_len = reduce_row_len,
+	.row_deps = rc_deps,
 	.reference = reduce_reference,
 	.row_scale = reduce_row_scale,
 	.bytes = reduce_bytes,
@@ -1048,6 +1120,26 @@ static double rotary_flops(const struct shape *s)
 	return 3.0 * (double)bhsd_rows(s) * BH_D(s);
 }
 
+/* Row (b,h,s) reads that row of x and row s of cos and sin. */
+static void rotary_deps(const struct shape *s, int64_t r, int64_t *lo,
+			int64_t *n)
+{
+	int64_t half = BH_D(s) / 2, t = r % BH_S(s);
+
+	lo[0] = r * BH_D(s);
+	n[0] = BH_D(s);
+	lo[1] = lo[2] = t * half;
+	n[1] = n[2] = half;
+}
+
+static void rotary_bench_gen(const struct shape *s, enum ak_dtype dt,
+			     struct ak_gen *g)
+{
+	(void)s;
+	(void)dt;
+	g[1].sd = g[2].sd = 0.5f;
+}
+
 static const struct op op_rotary = {
 	.name = "rotary_embedding",
 	.summary = "rotary position embedding, interleaved pairs",
@@ -1078,6 +1170,8 @@ static const struct op op_rotary = {
 	.generate = rotary_generate,
 	.rows = bhsd_rows,
 	.row_len = bhsd_row_len,
+	.bench_gen = rotary_bench_gen,
+	.row_deps = rotary_deps,
 	.reference = rotary_reference,
 	.row_scale = rotary_row_scale,
 	.bytes = rotary_bytes,
@@ -1203,6 +1297,19 @@ static double attn_flops(const struct shape *s)
 	return 2.0 * (double)bhsd_rows(s) * BH_S(s) * BH_D(s);
 }
 
+/* Query row (b,h,s) reads its q row and the keys and values 0..s of its
+ * head (causal). */
+static void attn_deps(const struct shape *s, int64_t r, int64_t *lo,
+		      int64_t *n)
+{
+	int64_t D = BH_D(s), t = r % BH_S(s);
+
+	lo[0] = r * D;
+	n[0] = D;
+	lo[1] = lo[2] = (r - t) * D;
+	n[1] = n[2] = (t + 1) * D;
+}
+
 static const struct op op_flash_attention = {
 	.name = "flash_attention",
 	.summary = "causal scaled dot-product attention",
@@ -1232,6 +1339,7 @@ static const struct op op_flash_attention = {
 	.generate = attn_generate,
 	.rows = bhsd_rows,
 	.row_len = bhsd_row_len,
+	.row_deps = attn_deps,
 	.reference = attn_reference,
 	.row_scale = attn_row_scale,
 	.bytes = attn_bytes,
@@ -1341,6 +1449,23 @@ static double mlp_flops(const struct shape *s)
 	return 6.0 * MLP_T(s) * MLP_D(s) * MLP_F(s);
 }
 
+/* The weights at 1/sqrt(fan in), rounded to a power of two: every
+ * stage stays O(1). */
+static void mlp_bench_gen(const struct shape *s, enum ak_dtype dt,
+			  struct ak_gen *g)
+{
+	(void)dt;
+	g[1].sd = g[2].sd = pow2_near(1.0 / sqrt((double)MLP_D(s)));
+	g[3].sd = pow2_near(1.0 / sqrt((double)MLP_F(s)));
+}
+
+static void mlp_deps(const struct shape *s, int64_t r, int64_t *lo,
+		     int64_t *n)
+{
+	lo[0] = r * MLP_D(s);
+	n[0] = MLP_D(s);
+}
+
 static const struct op op_fused_mlp = {
 	.name = "fused_mlp",
 	.summary = "gated MLP (SwiGLU): three matmuls and a silu",
@@ -1370,6 +1495,8 @@ static const struct op op_fused_mlp = {
 	.generate = mlp_generate,
 	.rows = mlp_rows,
 	.row_len = mlp_row_len,
+	.bench_gen = mlp_bench_gen,
+	.row_deps = mlp_deps,
 	.reference = mlp_reference,
 	.row_scale = mlp_row_scale,
 	.bytes = mlp_bytes,

@@ -33,6 +33,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "ak-wire.h"
 #include "autokernel.h"
 
 #define AK_OP_MAX_IN 4
@@ -119,6 +120,20 @@ struct op {
 	int64_t (*rows)(const struct shape *s);
 	int64_t (*row_len)(const struct shape *s);
 
+	/*
+	 * Optional: how the benchmark draws each input afresh for every
+	 * timed call (ak-wire.h), over the defaults op_bench_gen() sets.
+	 */
+	void (*bench_gen)(const struct shape *s, enum ak_dtype dt,
+			  struct ak_gen *g);
+	/*
+	 * Optional: the inputs output row r reads, elements [lo[i], lo[i] +
+	 * n[i]) of input i, over op_row_deps()'s defaults (all of every
+	 * input): the benchmark regenerates only these to check the row.
+	 */
+	void (*row_deps)(const struct shape *s, int64_t r, int64_t *lo,
+			 int64_t *n);
+
 	/* fp64 reference of output row r into ref[row_len]. */
 	void (*reference)(const struct shape *s, const struct ak_tensor *in,
 			  const double scalar[4], int64_t r, double *ref);
@@ -182,6 +197,15 @@ static inline void op_tensors(const struct op *op, const struct shape *s,
 {
 	op->tensors(s, dt, in, out);
 }
+
+/* How the benchmark draws each input of op at s in dt: N(0,1)-like,
+ * then the op's own bench_gen. */
+void op_bench_gen(const struct op *op, const struct shape *s,
+		  enum ak_dtype dt, struct ak_gen g[AK_OP_MAX_IN]);
+/* The input elements output row r reads (in: the op's tensors at s). */
+void op_row_deps(const struct op *op, const struct shape *s, int64_t r,
+		 const struct ak_tensor *in, int64_t lo[AK_OP_MAX_IN],
+		 int64_t n[AK_OP_MAX_IN]);
 
 /* Seeded random numbers: splitmix64 seeding a xoshiro256** state. */
 struct rng {

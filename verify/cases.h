@@ -44,6 +44,7 @@ void layout_bind(struct layout *l, unsigned char *base);
 struct refs {
 	int64_t n, len, *rows;
 	double *ref, *scale;
+	int packed;     /* the output holds only these rows, in this order */
 };
 
 /* Rows to check (all, or a seeded sample) and their reference, from the
@@ -74,7 +75,7 @@ struct cases {
 	const struct problem *p;        /* outlives the cases */
 	struct vcase *c;
 	int n, first[BENCH_STAGE + 2];  /* stage k: [first[k], first[k + 1]) */
-	int bench;                      /* the benchmark's case, or -1 */
+	int bench_dt;                   /* the benchmark's dtype, or -1 */
 	int threads;                    /* OpenMP threads for making */
 	pthread_t thread;
 	int have_thread, stop;
@@ -84,6 +85,25 @@ struct cases {
 };
 
 const char *gen_name(enum gen_kind g);
+
+/* The mapping a benchmark of p at s in dt needs: tensors, check area. */
+size_t bench_mapping_size(const struct problem *p, const struct shape *s,
+			  enum ak_dtype dt);
+
+/* The runner's request for layout l of p at s: "call", "bench", "gen". */
+json_t *layout_request(struct runner *r, const struct problem *p,
+		       const struct layout *l, const struct shape *s,
+		       const char *req);
+/* "y[3,5]": element idx of out, named as the op names its output. */
+void element_name(const struct problem *p, const struct ak_tensor *out,
+		  int64_t idx, char *buf, size_t n);
+/* out, the output at s of inputs of dtype dt, against the reference rf:
+ * every element written, finite, within tolerance, and not a constant
+ * where the reference varies.  0 pass, 1 fail (why says how); the rows'
+ * figures go into cj. */
+int refs_compare(const struct problem *p, const struct shape *s,
+		 enum ak_dtype dt, const struct ak_tensor *out,
+		 const struct refs *rf, json_t *cj, struct strbuf *why);
 
 /* The cases of p's stages and, with bench_dt >= 0, of its benchmark at
  * that dtype; made on a thread when threaded, else by cases_get(). */

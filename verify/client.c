@@ -145,6 +145,14 @@ void runner_stop(struct runner *r)
 	r->shm_path[0] = r->err_path[0] = '\0';
 	json_decref(r->hello);
 	r->hello = NULL;
+	strbuf_release(&r->rbuf);
+}
+
+void runner_recycle(struct runner *r)
+{
+	if (r->alive)
+		finish_child(&r->c, 5000);
+	r->alive = 0;
 }
 
 /*
@@ -211,16 +219,26 @@ static int write_line(int fd, const char *s, size_t n)
 	return 0;
 }
 
-/* Reads one line within the deadline; 0, -1 on EOF, -2 on timeout. */
+/* Reads one line within the deadline; 0, -1 on EOF, -2 on timeout.  What
+ * follows the line stays in r->rbuf for the next. */
 static int read_line(struct runner *r, struct strbuf *line, long long deadline)
 {
 	strbuf_reset(line);
 	for (;;) {
+		char *nl = memchr(r->rbuf.buf, '\n', r->rbuf.len);
 		long long left = (deadline - now_ns()) / 1000000;
 		struct pollfd p = { r->c.out_fd, POLLIN, 0 };
-		char ch;
+		char buf[4096];
 		ssize_t k;
 
+		if (nl) {
+			size_t n = (size_t)(nl - r->rbuf.buf);
+
+			strbuf_add(line, r->rbuf.buf, n);
+			memmove(r->rbuf.buf, nl + 1, r->rbuf.len - n - 1);
+			strbuf_setlen(&r->rbuf, r->rbuf.len - n - 1);
+			return 0;
+		}
 		if (left <= 0)
 			return -2;
 		if (poll(&p, 1, left > 1000 ? 1000 : (int)left) <= 0) {
@@ -228,14 +246,12 @@ static int read_line(struct runner *r, struct strbuf *line, long long deadline)
 				return -1;
 			continue;
 		}
-		k = read(r->c.out_fd, &ch, 1);
+		k = read(r->c.out_fd, buf, sizeof(buf));
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
 			return -1;
-		if (ch == '\n')
-			return 0;
-		strbuf_addch(line, ch);
+		strbuf_add(&r->rbuf, buf, (size_t)k);
 	}
 }
 
@@ -280,28 +296,27 @@ static int respawn(struct runner *r, struct strbuf *why)
 	return 0;
 }
 
-json_t *runner_request(struct runner *r, json_t *req, int timeout_ms,
-		       struct strbuf *why)
+/* One JSON line to the runner; 0, or -1 when it is gone. */
+static int send_json(struct runner *r, json_t *msg)
+{
+	char *text = json_dumps(msg, JSON_COMPACT);
+	int rc = 0;
+
+	if (!text || write_line(r->c.in, text, strlen(text)) < 0 ||
+	    write_line(r->c.in, "\n", 1) < 0)
+		rc = -1;
+	free(text);
+	return rc;
+}
+
+json_t *runner_next(struct runner *r, int timeout_ms, struct strbuf *why)
 {
 	struct strbuf line = STRBUF_INIT;
 	json_error_t jerr;
 	json_t *res = NULL;
-	char *text;
-	int how;
+	int how = read_line(r, &line, now_ns() + (long long)timeout_ms *
+			    1000000);
 
-	if (!r->alive && respawn(r, why) < 0)
-		return NULL;
-	/* Truncate the stderr log: a crash report shows this call's output. */
-	if (r->err_path[0])
-		truncate(r->err_path, 0);
-	text = json_dumps(req, JSON_COMPACT);
-	if (write_line(r->c.in, text, strlen(text)) < 0 ||
-	    write_line(r->c.in, "\n", 1) < 0)
-		how = -1;
-	else
-		how = read_line(r, &line, now_ns() + (long long)timeout_ms *
-				1000000);
-	free(text);
 	if (how < 0) {
 		describe_death(r, how, why, timeout_ms);
 		goto cleanup;
@@ -320,6 +335,30 @@ json_t *runner_request(struct runner *r, json_t *req, int timeout_ms,
 cleanup:
 	strbuf_release(&line);
 	return res;
+}
+
+int runner_reply(struct runner *r, json_t *msg, struct strbuf *why)
+{
+	if (send_json(r, msg) == 0)
+		return 0;
+	describe_death(r, -1, why, 0);
+	return -1;
+}
+
+json_t *runner_request(struct runner *r, json_t *req, int timeout_ms,
+		       struct strbuf *why)
+{
+	if (!r->alive && respawn(r, why) < 0)
+		return NULL;
+	/* Truncate the stderr log: a crash report shows this call's output. */
+	if (r->err_path[0])
+		truncate(r->err_path, 0);
+	strbuf_reset(&r->rbuf);
+	if (send_json(r, req) < 0) {
+		describe_death(r, -1, why, timeout_ms);
+		return NULL;
+	}
+	return runner_next(r, timeout_ms, why);
 }
 
 int runner_load(struct runner *r, int slot, const char *so,

@@ -17,9 +17,10 @@
 #define VERIFY_RUNNER_H
 
 #include <jansson.h>
+#include "ak-wire.h"
 #include "lib/run.h"
 
-#define RUNNER_SLOTS 8
+#define RUNNER_SLOTS AK_WIRE_SLOTS
 
 struct runner {
 	char backend[16];
@@ -33,8 +34,9 @@ struct runner {
 	int shm_fd;
 	char err_path[4096];
 	json_t *hello;
+	struct strbuf rbuf;     /* what the runner wrote past a line */
 };
-#define RUNNER_INIT { .c = CHILD_INIT, .shm_fd = -1 }
+#define RUNNER_INIT { .c = CHILD_INIT, .shm_fd = -1, .rbuf = STRBUF_INIT }
 
 /* Starts the runner and says hello: 0, -1 (error printed), or -3 when the
  * backend has no device (hello's error in why). */
@@ -46,6 +48,9 @@ int runner_spawn(struct runner *r, const char *backend, int timeout_ms,
 		 struct strbuf *why);
 int runner_hello(struct runner *r, struct strbuf *why);
 void runner_stop(struct runner *r);
+/* Ends the process; the next request starts a fresh one, which loads
+ * the same kernels and maps the same tensors. */
+void runner_recycle(struct runner *r);
 
 /* A mapping of at least size bytes shared with the runner. */
 void *runner_shm(struct runner *r, size_t size);
@@ -58,5 +63,15 @@ int runner_load(struct runner *r, int slot, const char *so,
  * with the tail of its stderr).  The caller json_decref()s the reply. */
 json_t *runner_request(struct runner *r, json_t *req, int timeout_ms,
 		       struct strbuf *why);
+
+/*
+ * A request that is a conversation (the benchmark's, doc/runner-
+ * protocol.md): runner_request() sends it and returns the runner's first
+ * line; runner_reply() sends the parent's answer, runner_next() reads the
+ * runner's next line.  NULL or -1, with why, when the runner died or
+ * timed out (it is started again for the next request).
+ */
+json_t *runner_next(struct runner *r, int timeout_ms, struct strbuf *why);
+int runner_reply(struct runner *r, json_t *msg, struct strbuf *why);
 
 #endif

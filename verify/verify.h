@@ -69,6 +69,16 @@ int bench_slots(struct runner *r, const struct problem *p, struct cases *cs,
 		enum ak_dtype dt, const int *slots, int n, json_t *ceilings,
 		json_t **result, struct strbuf *verdict);
 
+/*
+ * The same at shape s, scale times the usual time budget: every call of
+ * every kernel on inputs generated afresh on the device, its output
+ * checked on rows chosen after it (doc/runner-protocol.md).
+ */
+int bench_fresh(struct runner *r, const struct problem *p,
+		const struct shape *s, enum ak_dtype dt, const int *slots,
+		int n, json_t *ceilings, double scale, json_t **result,
+		struct strbuf *verdict);
+
 /* The keep rule of SPEC section 6 on a bench result whose kernel 0 is the
  * candidate and kernel 1 the current best: 1 keep, 0 reject (why says).
  * Faster beyond the noise: by more than twice the standard error of the

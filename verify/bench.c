@@ -1,0 +1,627 @@
+/*
+ * bench.c: the interleaved benchmark with fresh inputs for every call and
+ * every call's output checked (doc/runner-protocol.md), the speed of light
+ * measured in the same run, and the keep rule.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "ops/dtype.h"
+#include "verify/cases.h"
+
+#define BENCH_WARMUP 3
+#define BENCH_MIN_ITERS 15
+
+/* ---- benchmark ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double quantile(const double *v, size_t n, double q)
+{
+	double pos = q * (double)(n - 1);
+	size_t i = (size_t)pos;
+	double f = pos - (double)i;
+
+	if (i + 1 >= n)
+		return v[n - 1];
+	return v[i] * (1 - f) + v[i + 1] * f;
+}
+
+/* {median, q1, q3, n, min} of a JSON array of microseconds. */
+static json_t *stats(json_t *samples)
+{
+	size_t n = json_array_size(samples);
+	double *v;
+	json_t *s;
+
+	if (!n)
+		return json_pack("{s:i}", "n", 0);
+	v = xmalloc(sizeof(double) * n);
+	for (size_t i = 0; i < n; i++)
+		v[i] = json_number_value(json_array_get(samples, i));
+	qsort(v, n, sizeof(double), cmp_double);
+	s = json_pack("{s:f,s:f,s:f,s:f,s:I}", "median_us", quantile(v, n, 0.5),
+		      "q1_us", quantile(v, n, 0.25), "q3_us", quantile(v, n, 0.75),
+		      "min_us", v[0], "n", (json_int_t)n);
+	free(v);
+	return s;
+}
+
+static double floor_us(const struct problem *p, const struct shape *s,
+		       enum ak_dtype dt, double copy_us, json_t *ceilings,
+		       const char **kind)
+{
+	double rate = json_number_value(json_object_get(json_object_get(
+		ceilings, "matrix_tflops"), dtype_name(dt)));
+	double t;
+
+	*kind = "copy";
+	if (!p->op->compute_bound || rate <= 0)
+		return copy_us;
+	t = p->op->flops(s) / (rate * 1e6);
+	if (t > copy_us) {
+		*kind = "matrix";
+		return t;
+	}
+	return copy_us;
+}
+
+/*
+ * Under what time a measurement is impossible.  A matrix floor is the
+ * flops at the device's measured rate: 80% of it.  A copy floor is the
+ * time of a same-size copy, which at small sizes is mostly ramp: a
+ * kernel that only reads (reduce) ramps faster and may beat it, so the
+ * bound is the op's bytes at the device's large-copy bandwidth (80% of
+ * that time), or half the same-size copy, whichever is larger.
+ */
+static double impossible_under(const struct problem *p, enum ak_dtype dt,
+			       double fl, const char *kind, json_t *ceilings)
+{
+	double gbps = json_number_value(json_object_get(ceilings, "copy_gbps"));
+	double bw;
+
+	if (!strcmp(kind, "matrix") || gbps <= 0)
+		return 0.8 * fl;
+	bw = 0.8 * p->op->bytes(&p->bench, dt) / (gbps * 1e3);
+	return bw > 0.5 * fl ? bw : 0.5 * fl;
+}
+
+/* ---- fresh inputs, checked calls ---- */
+
+/* Rows checked after every timed call (all of them when fewer), and the
+ * spots of every input compared with what was generated. */
+#define CHECK_ROWS 16
+#define SPOTS 2
+#define SPOT_LEN 32
+
+/* The parent's side of one benchmark. */
+struct fresh {
+	const struct problem *p;
+	const struct shape *s;
+	enum ak_dtype dt;
+	struct layout l;                /* in the mapping, then the check area */
+	struct ak_gen gen[AK_OP_MAX_IN];
+	struct ak_tensor in[AK_OP_MAX_IN];   /* host copies for the reference */
+	double scalar[4];
+	int64_t rows, len, nrows;       /* rows of the output; checked a call */
+	int64_t row[CHECK_ROWS];        /* this call's rows */
+	int64_t spot[AK_OP_MAX_IN][SPOTS];
+	int64_t spot_n[AK_OP_MAX_IN];
+	unsigned char *base;            /* the mapping */
+	size_t check_off, check_bytes;
+	struct rng pick;                /* seeded from the system's entropy */
+	int lockstep, n_slots, failed;
+	long long calls, t0, wall_ns, check_ns;
+	struct strbuf why;
+};
+
+/* A seed no kernel can know: from the kernel's entropy pool. */
+static uint64_t secret_seed(void)
+{
+	uint64_t v = 0;
+	FILE *f = fopen("/dev/urandom", "rb");
+
+	if (!f || fread(&v, sizeof(v), 1, f) != 1)
+		v = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static int64_t spot_len(const struct ak_tensor *t)
+{
+	int64_t n = ak_numel(t);
+
+	return n < SPOT_LEN ? n : SPOT_LEN;
+}
+
+/* The check area: nrows output rows and the input spots, twice (the
+ * parent checks call k while the runner goes on with k + 1). */
+static size_t check_area(const struct problem *p, const struct layout *l,
+			 int64_t nrows, int64_t len)
+{
+	size_t n = (size_t)(nrows * len) * dtype_size(l->out[0].dtype);
+
+	for (int i = 0; i < p->op->n_in; i++)
+		n += (size_t)(SPOTS * spot_len(&l->in[i])) *
+			dtype_size(l->in[i].dtype);
+	return (n + 255) & ~(size_t)255;
+}
+
+size_t bench_mapping_size(const struct problem *p, const struct shape *s,
+			  enum ak_dtype dt)
+{
+	struct layout l;
+	int64_t rows = p->op->rows(s);
+
+	layout_make(&l, p, s, dt, 0);
+	return l.size + 2 * check_area(p, &l, rows < CHECK_ROWS ? rows :
+				       CHECK_ROWS, p->op->row_len(s));
+}
+
+static int fresh_init(struct fresh *f, struct runner *r,
+		      const struct problem *p, const struct shape *s,
+		      enum ak_dtype dt, int n_slots)
+{
+	memset(f, 0, sizeof(*f));
+	strbuf_init(&f->why, 0);
+	f->p = p;
+	f->s = s;
+	f->dt = dt;
+	f->n_slots = n_slots;
+	f->lockstep = !strcmp(p->backend, "host");
+	layout_make(&f->l, p, s, dt, 0);
+	f->rows = p->op->rows(s);
+	f->len = p->op->row_len(s);
+	f->nrows = f->rows < CHECK_ROWS ? f->rows : CHECK_ROWS;
+	f->check_off = f->l.size;
+	f->check_bytes = check_area(p, &f->l, f->nrows, f->len);
+	f->base = runner_shm(r, f->check_off + 2 * f->check_bytes);
+	layout_bind(&f->l, f->base);
+	op_bench_gen(p->op, s, dt, f->gen);
+	memcpy(f->scalar, p->scalar, sizeof(f->scalar));
+	p->op->scalars(s, f->scalar);
+	for (int i = 0; i < p->op->n_in; i++) {
+		f->in[i] = f->l.in[i];
+		f->in[i].data = malloc(tensor_bytes(&f->in[i]) + 1);
+		if (!f->in[i].data)
+			return error("out of memory for the benchmark's inputs");
+	}
+	rng_seed(&f->pick, secret_seed());
+	f->t0 = now_ns();
+	return 0;
+}
+
+static void fresh_release(struct fresh *f)
+{
+	for (int i = 0; i < AK_OP_MAX_IN; i++)
+		free(f->in[i].data);
+	strbuf_release(&f->why);
+}
+
+static json_t *gen_json(const struct ak_gen *g)
+{
+	if (g->kind == AK_GEN_INDEX)
+		return json_pack("{s:s,s:I}", "kind", "index", "n",
+				 (json_int_t)g->n);
+	return json_pack("{s:s,s:f,s:f}", "kind", "normal", "mean",
+			 (double)g->mean, "sd", (double)g->sd);
+}
+
+/* Distinct rows, chosen now that the call is over. */
+static void pick_rows(struct fresh *f)
+{
+	for (int64_t i = 0; i < f->nrows; i++) {
+		int64_t r;
+		int again;
+
+		if (f->nrows == f->rows) {
+			f->row[i] = i;
+			continue;
+		}
+		do {
+			r = (int64_t)(rng_uniform(&f->pick) * (double)f->rows);
+			again = r >= f->rows;
+			for (int64_t j = 0; j < i && !again; j++)
+				again = f->row[j] == r;
+		} while (again);
+		f->row[i] = r;
+	}
+}
+
+static json_t *spans_for_call(struct fresh *f)
+{
+	json_t *spans = json_array();
+	int n_in = f->p->op->n_in;
+
+	pick_rows(f);
+	for (int64_t i = 0; i < f->nrows; i++)
+		json_array_append_new(spans, json_pack("[i,I,I]", n_in,
+			(json_int_t)(f->row[i] * f->len), (json_int_t)f->len));
+	for (int t = 0; t < n_in; t++) {
+		int64_t n = ak_numel(&f->in[t]), len = spot_len(&f->in[t]);
+
+		f->spot_n[t] = len;
+		for (int k = 0; k < SPOTS; k++) {
+			f->spot[t][k] = (int64_t)(rng_uniform(&f->pick) *
+						  (double)(n - len + 1));
+			if (f->spot[t][k] > n - len)
+				f->spot[t][k] = n - len;
+			json_array_append_new(spans, json_pack("[i,I,I]", t,
+				(json_int_t)f->spot[t][k], (json_int_t)len));
+		}
+	}
+	return spans;
+}
+
+/* Elements [lo, lo + n) of input t under seed, into the host copy. */
+static void regen(struct fresh *f, int t, int64_t lo, int64_t n,
+		  uint64_t seed)
+{
+	#pragma omp parallel for schedule(static) if (n > 65536)
+	for (int64_t i = lo; i < lo + n; i++)
+		ak_gen_store(f->in[t].data, f->in[t].dtype, (uint64_t)i, seed,
+			     t, &f->gen[t]);
+}
+
+/* What the checked rows read, regenerated: a whole input once. */
+static void regen_deps(struct fresh *f, uint64_t seed)
+{
+	int done[AK_OP_MAX_IN] = { 0 };
+
+	for (int64_t i = 0; i < f->nrows; i++) {
+		int64_t lo[AK_OP_MAX_IN], n[AK_OP_MAX_IN];
+
+		op_row_deps(f->p->op, f->s, f->row[i], f->in, lo, n);
+		for (int t = 0; t < f->p->op->n_in; t++) {
+			int whole = lo[t] == 0 && n[t] == ak_numel(&f->in[t]);
+
+			if (done[t])
+				continue;
+			regen(f, t, lo[t], n[t], seed);
+			done[t] = whole;
+		}
+	}
+}
+
+/* The copied spots of the inputs against the generator: a kernel that
+ * writes into its inputs is caught here. */
+static int check_spots(struct fresh *f, const unsigned char *area,
+		       uint64_t seed)
+{
+	const struct op *op = f->p->op;
+	size_t off = (size_t)(f->nrows * f->len) * dtype_size(f->l.out[0].dtype);
+
+	for (int t = 0; t < op->n_in; t++) {
+		size_t es = dtype_size(f->in[t].dtype);
+
+		for (int k = 0; k < SPOTS; k++) {
+			int64_t e0 = f->spot[t][k], n = f->spot_n[t];
+
+			regen(f, t, e0, n, seed);
+			for (int64_t e = 0; e < n; e++)
+				if (memcmp(area + off + (size_t)e * es,
+					   (unsigned char *)f->in[t].data +
+					   (size_t)(e0 + e) * es, es)) {
+					strbuf_addf(&f->why, "modified input "
+						    "%d (%s) at element %lld",
+						    t, op->in_names[t],
+						    (long long)(e0 + e));
+					return 1;
+				}
+			off += (size_t)n * es;
+		}
+	}
+	return 0;
+}
+
+/* The checked rows of call k against the fp64 reference of its data. */
+static int check_rows(struct fresh *f, const unsigned char *area,
+		      json_t *cj)
+{
+	const struct op *op = f->p->op;
+	struct ak_tensor out = f->l.out[0];
+	struct refs rf = { .n = f->nrows, .len = f->len, .packed = 1 };
+	int fail;
+
+	rf.rows = f->row;
+	rf.ref = xmalloc(sizeof(double) * (size_t)(f->nrows * f->len + 1));
+	rf.scale = xmalloc(sizeof(double) * (size_t)(f->nrows + 1));
+	#pragma omp parallel for schedule(dynamic, 1) if (f->nrows > 1)
+	for (int64_t i = 0; i < f->nrows; i++) {
+		op->reference(f->s, f->in, f->scalar, f->row[i],
+			      rf.ref + i * f->len);
+		rf.scale[i] = op_row_scale(op, f->s, f->in, f->scalar,
+					   f->row[i]);
+	}
+	out.data = (void *)area;
+	fail = refs_compare(f->p, f->s, f->dt, &out, &rf, cj, &f->why);
+	free(rf.ref);
+	free(rf.scale);
+	return fail;
+}
+
+/* Call k's outputs and input spots, copied into the check area. */
+static int check_call(struct fresh *f, long long k, int slot, uint64_t seed)
+{
+	const unsigned char *area = f->base + f->check_off +
+		(size_t)(k & 1) * f->check_bytes;
+	json_t *cj = json_object();
+	long long t0 = now_ns();
+	int fail;
+
+	strbuf_reset(&f->why);
+	regen_deps(f, seed);
+	fail = check_rows(f, area, cj) || check_spots(f, area, seed);
+	json_decref(cj);
+	f->check_ns += now_ns() - t0;
+	if (fail) {
+		struct strbuf head = STRBUF_INIT;
+
+		strbuf_addf(&head, "timed call %lld (kernel %d): ", k, slot);
+		strbuf_insert_front(&f->why, head.buf);
+		strbuf_release(&head);
+		f->failed = 1;
+	}
+	return fail;
+}
+
+/* The parent's side of the conversation: every call checked, until the
+ * runner's last line (returned).  NULL when the runner died (why). */
+static json_t *converse(struct fresh *f, struct runner *r, json_t *first,
+			int timeout_ms, double budget_ms, int min_calls,
+			struct strbuf *why)
+{
+	json_t *msg = first;
+
+	while (msg && json_object_get(msg, "call")) {
+		long long k = json_integer_value(json_object_get(msg, "call"));
+		int slot = (int)json_integer_value(json_object_get(msg, "slot"));
+		uint64_t seed = (uint64_t)json_integer_value(
+			json_object_get(msg, "seed"));
+		/* the wall clock bounds what checking costs: past twice the
+		 * budget, stop once every kernel has its minimum */
+		int stop = f->failed || (k + 1 >= min_calls &&
+			(now_ns() - f->t0) / 1e6 > 2 * budget_ms + 1000);
+		json_t *ans = json_pack("{s:o,s:b}", "spans", spans_for_call(f),
+					"stop", stop);
+
+		json_decref(msg);
+		f->calls++;
+		if (runner_reply(r, ans, why) < 0 ||
+		    !(msg = runner_next(r, timeout_ms, why))) {
+			json_decref(ans);
+			return NULL;
+		}
+		json_decref(ans);
+		if (!json_object_get(msg, "copied"))
+			return msg;     /* the copy failed: the last line */
+		json_decref(msg);
+		if (!f->failed)
+			check_call(f, k, slot, seed);
+		if (f->lockstep) {
+			ans = json_pack("{s:b,s:b}", "next", 1, "stop",
+					f->failed || stop);
+			if (runner_reply(r, ans, why) < 0) {
+				json_decref(ans);
+				return NULL;
+			}
+			json_decref(ans);
+		}
+		msg = runner_next(r, timeout_ms, why);
+	}
+	return msg;
+}
+
+/* The timings of a finished benchmark into result; 0, or 1 (verdict). */
+static int bench_times(const struct problem *p, const struct fresh *f,
+		       json_t *res, const int *slots, int n, json_t *ceilings,
+		       json_t **result, struct strbuf *verdict)
+{
+	json_t *times = json_object_get(res, "times"), *kernels = json_array();
+	json_t *copy = stats(json_object_get(times, "copy"));
+	double copy_med = json_number_value(json_object_get(copy, "median_us"));
+	const char *kind;
+	double fl = floor_us(p, f->s, f->dt, copy_med, ceilings, &kind), lim;
+	char shape[128];
+	int ret = 0;
+
+	for (int i = 0; i < n; i++) {
+		char key[16];
+		json_t *st;
+
+		snprintf(key, sizeof(key), "%d", slots[i]);
+		st = stats(json_object_get(times, key));
+		json_object_set_new(st, "roofline", json_real(fl /
+			json_number_value(json_object_get(st, "median_us"))));
+		json_array_append_new(kernels, st);
+	}
+	shape_format(f->s, shape, sizeof(shape));
+	*result = json_pack("{s:s,s:s,s:o,s:o,s:f,s:s,s:f,s:f}", "shape",
+			    shape, "dtype", dtype_name(f->dt), "kernels",
+			    kernels, "copy", copy, "floor_us", fl, "floor_kind",
+			    kind, "bytes", p->op->bytes(f->s, f->dt), "flops",
+			    p->op->flops(f->s));
+	json_object_set_new(*result, "checked", json_pack("{s:I,s:I,s:f}",
+		"calls", (json_int_t)f->calls, "rows_per_call",
+		(json_int_t)f->nrows, "check_s", f->check_ns / 1e9));
+	lim = impossible_under(p, f->dt, fl, kind, ceilings);
+	for (int i = 0; !ret && i < n; i++) {
+		double med = json_number_value(json_object_get(
+			json_array_get(kernels, i), "median_us"));
+
+		/* The host's floor is one core's copy (dev-host.c), which a
+		 * parallel kernel may beat: the check is for GPU timings. */
+		if (med < lim && strcmp(p->backend, "host")) {
+			strbuf_addf(verdict, "kernel %d: %.2f us is under %.2f us, "
+				    "faster than the device can move its bytes "
+				    "or do its flops (floor %.2f us): impossible, "
+				    "so the timing cannot be trusted", i, med, lim,
+				    fl);
+			ret = 1;
+		}
+	}
+	return ret;
+}
+
+static json_t *bench_request(struct runner *r, struct fresh *f,
+			     const int *slots, int n, double budget,
+			     uint64_t seed)
+{
+	const struct problem *p = f->p;
+	json_t *req = layout_request(r, p, &f->l, f->s, "bench");
+	json_t *js = json_array(), *gen = json_array();
+
+	for (int i = 0; i < n; i++)
+		json_array_append_new(js, json_integer(slots[i]));
+	for (int i = 0; i < p->op->n_in; i++)
+		json_array_append_new(gen, gen_json(&f->gen[i]));
+	json_object_set_new(req, "slots", js);
+	json_object_set_new(req, "gen", gen);
+	json_object_set_new(req, "seed", json_integer((json_int_t)seed));
+	json_object_set_new(req, "warmup", json_integer(BENCH_WARMUP));
+	json_object_set_new(req, "iters", json_integer(400));
+	json_object_set_new(req, "min_iters", json_integer(BENCH_MIN_ITERS));
+	json_object_set_new(req, "budget_ms", json_real(budget));
+	json_object_set_new(req, "copy_bytes",
+		json_integer((json_int_t)p->op->bytes(f->s, f->dt)));
+	json_object_set_new(req, "check_offset",
+			    json_integer((json_int_t)f->check_off));
+	json_object_set_new(req, "check_bytes",
+			    json_integer((json_int_t)f->check_bytes));
+	json_object_set_new(req, "lockstep", json_boolean(f->lockstep));
+	return req;
+}
+
+/* The runner's last line: an error, a kernel's failure, or the times. */
+static int bench_outcome(json_t *res, struct strbuf *verdict)
+{
+	if (!json_is_true(json_object_get(res, "ok"))) {
+		strbuf_addf(verdict, "benchmark failed: %s",
+			    json_string_value(json_object_get(res, "error")));
+		return 1;
+	}
+	if (json_integer_value(json_object_get(res, "rc")) ||
+	    json_string_value(json_object_get(res, "integrity"))) {
+		strbuf_addf(verdict, "during timing, slot %lld: %s",
+			    (long long)json_integer_value(json_object_get(res, "slot")),
+			    json_string_value(json_object_get(res, "integrity")) ?
+			    json_string_value(json_object_get(res, "integrity")) :
+			    "ak_kernel() returned an error");
+		return 1;
+	}
+	return 0;
+}
+
+int bench_fresh(struct runner *r, const struct problem *p,
+		const struct shape *s, enum ak_dtype dt, const int *slots,
+		int n, json_t *ceilings, double scale, json_t **result,
+		struct strbuf *verdict)
+{
+	struct fresh f;
+	json_t *req = NULL, *res = NULL;
+	double budget = 1500;
+	const char *env = getenv("AUTOKERNEL_BENCH_MS");
+	uint64_t seed = secret_seed();
+	int ret = 1, timeout;
+
+	*result = NULL;
+	if (env && atof(env) > 0)
+		budget = atof(env);
+	budget *= scale;
+	if (fresh_init(&f, r, p, s, dt, n) < 0)
+		goto cleanup;
+	req = bench_request(r, &f, slots, n, budget, seed);
+	timeout = r->timeout_ms * (n + 1) + (int)(4 * budget);
+	res = runner_request(r, req, timeout, verdict);
+	res = converse(&f, r, res, timeout, budget,
+		       n * (BENCH_WARMUP + BENCH_MIN_ITERS), verdict);
+	trace("bench", "%lld calls checked in %.2f ms of %.2f ms", f.calls,
+	      f.check_ns / 1e6, ms_since(f.t0));
+	if (!res)
+		goto cleanup;
+	if (f.failed) {
+		strbuf_addf(verdict, "wrong output of a %s", f.why.buf);
+		goto cleanup;
+	}
+	if (bench_outcome(res, verdict))
+		goto cleanup;
+	ret = bench_times(p, &f, res, slots, n, ceilings, result, verdict);
+	json_object_set_new(*result, "seed", json_integer((json_int_t)seed));
+cleanup:
+	json_decref(req);
+	json_decref(res);
+	fresh_release(&f);
+	return ret;
+}
+
+int bench_slots(struct runner *r, const struct problem *p, struct cases *cs,
+		enum ak_dtype dt, const int *slots, int n, json_t *ceilings,
+		json_t **result, struct strbuf *verdict)
+{
+	/* no thread may load the CPU while a kernel is timed */
+	if (cs)
+		cases_halt(cs);
+	return bench_fresh(r, p, &p->bench, dt, slots, n, ceilings, 1.0,
+			   result, verdict);
+}
+
+/* The standard error of a median from the interquartile range. */
+static double median_se(json_t *k)
+{
+	double iqr = json_number_value(json_object_get(k, "q3_us")) -
+		json_number_value(json_object_get(k, "q1_us"));
+	double n = (double)json_integer_value(json_object_get(k, "n"));
+
+	return 0.93 * iqr / sqrt(n > 1 ? n : 1);
+}
+
+int bench_keep(json_t *bench, double min_gain, struct strbuf *why)
+{
+	json_t *ks = json_object_get(bench, "kernels");
+	json_t *a = json_array_get(ks, 0), *b = json_array_get(ks, 1);
+	double ta = json_number_value(json_object_get(a, "median_us"));
+	double tb = json_number_value(json_object_get(b, "median_us"));
+	double noise = 2 * sqrt(median_se(a) * median_se(a) +
+				median_se(b) * median_se(b));
+	double gain = (tb - ta) / tb;
+	/* The middle halves of the two samples apart: beyond the noise
+	 * whatever the standard errors say, which a loaded machine's
+	 * preempted calls inflate (an 18x faster host kernel was once "within
+	 * the noise" of a best whose IQR spanned milliseconds). */
+	int apart = json_number_value(json_object_get(a, "q3_us")) <
+		json_number_value(json_object_get(b, "q1_us"));
+
+	if (ta <= 0 || tb <= 0) {
+		strbuf_addstr(why, "no timing");
+		return 0;
+	}
+	if (ta - tb > noise) {
+		strbuf_addf(why, "slower: %.2f us vs %.2f us (%+.1f%%, noise "
+			    "%.2f us)", ta, tb, -gain * 100, noise);
+		return 0;
+	}
+	if (tb - ta <= noise && !apart) {
+		strbuf_addf(why, "not faster: %.2f us vs %.2f us (%+.1f%%), "
+			    "within the noise (%.2f us)", ta, tb, -gain * 100,
+			    noise);
+		return 0;
+	}
+	if (gain < min_gain) {
+		strbuf_addf(why, "gain %.2f%% is under autokernel.minGain "
+			    "(%.2f%%): %.2f us vs %.2f us", gain * 100,
+			    min_gain * 100, ta, tb);
+		return 0;
+	}
+	strbuf_addf(why, "faster: %.2f us vs %.2f us (%.1f%% gain, noise "
+		    "%.2f us%s)", ta, tb, gain * 100, noise, tb - ta <= noise ?
+		    "; the middle halves of the timings do not overlap" : "");
+	return 1;
+}
