@@ -50,6 +50,25 @@ static int measure(const char *backend)
 
 int share_remote(const char *remote);
 
+/* Before anything changes: init --share of a remote that does not exist
+ * installs nothing. */
+static int remote_exists(const char *remote)
+{
+	struct strbuf key = STRBUF_INIT;
+	char *url;
+	int found;
+
+	strbuf_addf(&key, "remote.%s.url", remote);
+	url = config_string(key.buf, NULL);
+	found = url != NULL;
+	strbuf_release(&key);
+	free(url);
+	if (!found)
+		return error("no remote '%s' (git remote -v lists them)",
+			     remote);
+	return 0;
+}
+
 int cmd_init(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -73,6 +92,8 @@ int cmd_init(int argc, char **argv)
 	if (optind < argc)
 		return usage_with(usage_init, 0);
 	repo_need();
+	if (share && remote_exists(share) < 0)
+		return 3;
 	if (setup_repository(0) < 0)
 		return 3;
 	if (share && share_remote(share) < 0)
@@ -93,7 +114,8 @@ int cmd_init(int argc, char **argv)
  * refs/notes/autokernel and attempts refs (never forced), theirs arrive
  * beside ours under refs/notes/remotes/<remote>/ and
  * refs/autokernel/remotes/<remote>/, so a fetch never overwrites a local
- * note; `git notes --ref=autokernel merge` joins them.  Once a remote has
+ * note; log and report read them there (lib/records.h), and
+ * `git notes --ref=autokernel merge` makes them ours.  Once a remote has
  * push refspecs plain `git push` uses only those, so HEAD is one of them.
  */
 int share_remote(const char *remote)
@@ -107,20 +129,17 @@ int share_remote(const char *remote)
 		"HEAD", NOTES_REF ":" NOTES_REF,
 		ATTEMPTS_PREFIX "*:" ATTEMPTS_PREFIX "*",
 	};
-	int ret = 0;
+	size_t nr = ARRAY_SIZE(fetch) + ARRAY_SIZE(push);
+	int ret = remote_exists(remote);
 
-	strbuf_addf(&key, "remote.%s.url", remote);
-	if (git_cmd(&have, 1, "config", "--get", key.buf, NULL)) {
-		ret = error("no remote '%s'", remote);
-		goto cleanup;
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(fetch) + ARRAY_SIZE(push) && !ret; i++) {
+	for (size_t i = 0; i < nr && !ret; i++) {
 		int is_fetch = i < ARRAY_SIZE(fetch);
 
 		strbuf_reset(&key);
 		strbuf_reset(&val);
 		strbuf_reset(&have);
-		strbuf_addf(&key, "remote.%s.%s", remote, is_fetch ? "fetch" : "push");
+		strbuf_addf(&key, "remote.%s.%s", remote,
+			    is_fetch ? "fetch" : "push");
 		if (is_fetch)
 			strbuf_addf(&val, fetch[i], remote);
 		else
@@ -132,9 +151,8 @@ int share_remote(const char *remote)
 			ret = error("unable to set %s", key.buf);
 	}
 	if (!ret)
-		printf("results of this repository now travel with 'git push %s' "
-		       "and 'git fetch %s'\n", remote, remote);
-cleanup:
+		printf("results of this repository now travel with "
+		       "'git push %s' and 'git fetch %s'\n", remote, remote);
 	strbuf_release(&key);
 	strbuf_release(&val);
 	strbuf_release(&have);

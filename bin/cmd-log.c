@@ -13,9 +13,13 @@ static const char usage_log[] =
 	"usage: git autokernel log [--attempts] [--json]\n"
 	"\n"
 	"One row per experiment on the current autokernel/* branch: commit,\n"
-	"status (baseline, kept, rejected, unverified), verdict, time, speedup\n"
-	"over the baseline, % of the floor, hypothesis.  --attempts includes the\n"
-	"rejected candidates (refs/autokernel/attempts/<name>/<n>).\n";
+	"attempt, result, verdict, time, speedup over the baseline, vs best,\n"
+	"% of the floor, hypothesis.  vs best is what decided: the median of\n"
+	"the commit it was judged against over its own, in the same run.\n"
+	"--attempts includes the rejected candidates, ours and fetched ones\n"
+	"(git show refs/autokernel/attempts/<name>/<attempt>).\n";
+
+#define ROW_FMT "%4s  %-7s %-9s %-9s %-10s %10s %8s %8s %6s  %s\n"
 
 static double num(json_t *note, const char *key)
 {
@@ -29,39 +33,51 @@ static json_t *row_json(const struct experiment *e)
 	json_t *r = json_pack("{s:s,s:s,s:s,s:I}", "commit",
 			      git_oid_tostr_s(&e->id), "status", e->status,
 			      "hypothesis", e->subject, "time", e->when);
+	double ratio = experiment_head_ratio(e);
 
-	if (e->attempt)
+	if (e->attempt) {
 		json_object_set_new(r, "attempt", json_integer(e->attempt));
-	if (e->note) {
-		json_object_set(r, "verdict", json_object_get(e->note, "verdict"));
-		json_object_set(r, "reason", json_object_get(e->note, "reason"));
-		json_object_set(r, "time_us", json_object_get(e->note, "time_us"));
-		json_object_set(r, "speedup", json_object_get(e->note, "speedup"));
-		json_object_set(r, "roofline", json_object_get(e->note, "roofline"));
-		json_object_set(r, "tokens", json_object_get(e->note, "tokens"));
+		json_object_set_new(r, "ref", json_string(e->ref));
 	}
+	if (!e->note)
+		return r;
+	json_object_set_new(r, "source", json_string(e->from_trailers ?
+						     "trailers" : "note"));
+	json_object_set(r, "verdict", json_object_get(e->note, "verdict"));
+	if (*experiment_reason(e))
+		json_object_set_new(r, "reason",
+				    json_string(experiment_reason(e)));
+	json_object_set(r, "time_us", json_object_get(e->note, "time_us"));
+	json_object_set(r, "speedup", json_object_get(e->note, "speedup"));
+	if (ratio > 0)
+		json_object_set_new(r, "head_ratio", json_real(ratio));
+	json_object_set(r, "roofline", json_object_get(e->note, "roofline"));
+	json_object_set(r, "tokens", json_object_get(e->note, "tokens"));
 	return r;
 }
 
+/* A rejection's speedup over the baseline is of its own run: the figure
+ * that decided, and compares with the kept rows, is vs best. */
 static void print_row(int i, const struct experiment *e)
 {
-	char id[8], t[16] = "-", sp[16] = "-", rf[16] = "-", what[16];
+	char n[16], id[8], t[16] = "-", sp[16] = "-", vs[16] = "-";
+	char rf[16] = "-";
 	double us = num(e->note, "time_us"), s = num(e->note, "speedup");
-	double r = num(e->note, "roofline");
+	double r = num(e->note, "roofline"), ratio = experiment_head_ratio(e);
 
+	snprintf(n, sizeof(n), "%d", i);
 	git_oid_tostr(id, sizeof(id), &e->id);
 	if (us > 0)
 		snprintf(t, sizeof(t), us < 1000 ? "%.2f" : "%.0f", us);
-	if (s > 0)
+	if (s > 0 && !e->attempt)
 		snprintf(sp, sizeof(sp), "%.2fx", s);
+	if (ratio > 0)
+		snprintf(vs, sizeof(vs), "%.2fx", ratio);
 	if (r > 0)
 		snprintf(rf, sizeof(rf), "%.0f%%", r * 100);
-	if (e->attempt)
-		snprintf(what, sizeof(what), "%s", experiment_reason(e));
-	else
-		snprintf(what, sizeof(what), "%s", e->status);
-	printf("%4d  %-7s %-9s %-10s %10s %8s %6s  %s\n", i, id,
-	       e->attempt ? "rejected" : "kept", what, t, sp, rf, e->subject);
+	printf(ROW_FMT, n, id, e->label, e->attempt ? "rejected" : "kept",
+	       e->attempt ? experiment_reason(e) : e->status, t, sp, vs, rf,
+	       e->subject);
 }
 
 static void print_tokens(const struct history *h)
@@ -107,6 +123,7 @@ int cmd_log(int argc, char **argv)
 		free(name);
 		return 3;
 	}
+	history_advise(&h);
 	if (json) {
 		json_t *a = json_array();
 
@@ -116,8 +133,8 @@ int cmd_log(int argc, char **argv)
 		putchar('\n');
 		json_decref(a);
 	} else {
-		printf("%4s  %-7s %-9s %-10s %10s %8s %6s  %s\n", "#", "commit",
-		       "result", "verdict", "time(us)", "speedup", "floor",
+		printf(ROW_FMT, "#", "commit", "attempt", "result", "verdict",
+		       "time(us)", "speedup", "vs best", "floor",
 		       "hypothesis");
 		for (size_t i = 0; i < h.nr; i++) {
 			print_row((int)i, &h.e[i]);

@@ -12,8 +12,10 @@
 static const char usage_report[] =
 	"usage: git autokernel report [--format md|json|svg] [-o <file>]\n"
 	"\n"
-	"A pull-request body for the current autokernel/* branch: op, bench\n"
-	"shape, dtypes, device and tool; baseline, best and floor; references\n"
+	"A pull-request body for the current autokernel/* branch, led by the\n"
+	"tip's figure (what a merge takes): op, bench shape, dtypes, the\n"
+	"tolerances judged with, device and tool; baseline, tip, best and\n"
+	"floor; references\n"
 	"and per-shape timings when the notes have them; the kept experiments\n"
 	"with their hypotheses; rejected attempts by reason; how to\n"
 	"reproduce.\n"
@@ -128,10 +130,14 @@ int cmd_report(int argc, char **argv)
 	repo_need();
 	if (!(name = repo_branch_name()))
 		return error("not on an autokernel/* branch"), 3;
-	if (report_load(&r, name) < 0)
+	if (report_load(&r, name) < 0) {
 		rc = 3;
-	else if (render(&r, fmt, out) < 0)
-		rc = 3;
+	} else {
+		history_advise(&r.h);
+		report_warn(&r);
+		if (render(&r, fmt, out) < 0)
+			rc = 3;
+	}
 	report_release(&r);
 	free(name);
 	return rc;

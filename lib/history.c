@@ -51,31 +51,52 @@ cleanup:
 	return ret;
 }
 
-static void add(struct history *h, const git_oid *id, int attempt)
+static void set_status(struct experiment *e, int first)
+{
+	const char *s = json_string_value(json_object_get(e->note, "status"));
+
+	if (e->attempt)
+		e->status = "rejected";
+	else if (!e->note)
+		e->status = "unverified";
+	else if (e->from_trailers)
+		e->status = first ? "baseline" : "kept";
+	else
+		e->status = s ? s : "kept";
+}
+
+/* Appends the commit id (an attempt when a is not NULL); 0 or -1. */
+static int add(struct history *h, const git_oid *id, const struct attempt *a)
 {
 	git_commit *c = NULL;
 	struct experiment *e;
+	const char *summary;
 
 	if (git_commit_lookup(&c, repo_need(), id) < 0)
-		return;
+		return -1;
 	ALLOC_GROW(h->e, h->nr + 1, h->alloc);
 	e = &h->e[h->nr++];
 	memset(e, 0, sizeof(*e));
 	e->id = *id;
-	e->attempt = attempt;
-	e->subject = xstrdup(git_commit_summary(c) ? git_commit_summary(c) : "");
+	summary = git_commit_summary(c);
+	e->subject = xstrdup(summary ? summary : "");
 	e->message = xstrdup(git_commit_message(c));
 	e->when = (long long)git_commit_time(c);
 	e->note = note_read(id);
-	if (attempt)
-		e->status = "rejected";
-	else if (!e->note)
-		e->status = "unverified";
-	else
-		e->status = json_string_value(json_object_get(e->note, "status")) ?
-			json_string_value(json_object_get(e->note, "status")) :
-			"kept";
+	if (!e->note) {
+		e->note = note_from_trailers(e->message);
+		e->from_trailers = e->note != NULL;
+		h->from_trailers += e->from_trailers;
+	}
+	if (a) {
+		e->attempt = a->n;
+		e->ref = xstrdup(a->ref);
+		snprintf(e->label, sizeof(e->label), "%s%s%d", a->remote,
+			 *a->remote ? "/" : "", a->n);
+	}
+	set_status(e, h->nr == 1);
 	git_commit_free(c);
+	return 0;
 }
 
 /* Kept commits, newest first, from HEAD down to the baseline. */
@@ -101,34 +122,118 @@ static int walk_kept(git_oid **out, size_t *nr, const char *name)
 	return 0;
 }
 
+/* An attempt and the commit it was tried on. */
+struct tried {
+	const struct attempt *a;
+	git_commit *parent;
+	int on_branch;          /* its parent is one of the kept commits */
+	int used;
+};
+
+static int same_author(const git_commit *x, const git_commit *y)
+{
+	const git_signature *a = git_commit_author(x);
+	const git_signature *b = git_commit_author(y);
+
+	return a->when.time == b->when.time && !strcmp(a->email, b->email) &&
+		!strcmp(git_commit_message(x), git_commit_message(y));
+}
+
+/* Whether old, a commit no longer on the branch, became k: k's note
+ * (copied by the rewrite) names old's tree, or k has old's author and
+ * message. */
+static int rewritten_as(const git_commit *old, const struct experiment *k)
+{
+	const char *tree = json_string_value(json_object_get(k->note, "tree"));
+	git_commit *c = NULL;
+	int same;
+
+	if (tree && !k->from_trailers &&
+	    !strcmp(tree, git_oid_tostr_s(git_commit_tree_id(old))))
+		return 1;
+	if (git_commit_lookup(&c, repo_need(), &k->id) < 0)
+		return 0;
+	same = same_author(old, c);
+	git_commit_free(c);
+	return same;
+}
+
+static int tried_on(const struct tried *t, const struct experiment *k)
+{
+	if (!t->parent || t->used)
+		return 0;
+	if (git_oid_equal(git_commit_id(t->parent), &k->id))
+		return 1;
+	return !t->on_branch && rewritten_as(t->parent, k);
+}
+
+static struct tried *tried_list(const struct attempt *att, int na,
+				const git_oid *kept, size_t nk)
+{
+	struct tried *t = xcalloc(na ? na : 1, sizeof(*t));
+
+	for (int a = 0; a < na; a++) {
+		git_commit *c = NULL;
+
+		t[a].a = &att[a];
+		if (git_commit_lookup(&c, repo_need(), &att[a].id) < 0 ||
+		    git_commit_parent(&t[a].parent, c, 0) < 0)
+			t[a].parent = NULL;
+		for (size_t k = 0; t[a].parent && k < nk; k++)
+			if (git_oid_equal(git_commit_id(t[a].parent), &kept[k]))
+				t[a].on_branch = 1;
+		git_commit_free(c);
+	}
+	return t;
+}
+
+static int cmp_when(const void *x, const void *y)
+{
+	const struct experiment *a = x, *b = y;
+
+	if (a->when != b->when)
+		return a->when < b->when ? -1 : 1;
+	return a->attempt - b->attempt;
+}
+
+/* After the commit at index k: the attempts tried on it, oldest first. */
+static void add_attempts(struct history *h, size_t k, struct tried *t, int na)
+{
+	size_t first = h->nr;
+
+	for (int a = 0; a < na; a++) {
+		if (!tried_on(&t[a], &h->e[k]) || add(h, &t[a].a->id, t[a].a))
+			continue;
+		t[a].used = 1;
+		h->e[h->nr - 1].on = k;
+	}
+	qsort(h->e + first, h->nr - first, sizeof(*h->e), cmp_when);
+}
+
 int history_load(struct history *h, const char *name, int attempts)
 {
 	git_oid *kept;
 	struct attempt *att = NULL;
+	struct tried *t;
 	size_t nk;
 	int na = 0;
 
 	snprintf(h->name, sizeof(h->name), "%s", name);
 	if (walk_kept(&kept, &nk, name) < 0)
 		return -1;
-	if (attempts && (na = attempts_list(&att, name)) < 0)
+	if (attempts && (na = attempts_list_all(&att, name)) < 0)
 		na = 0;
+	t = tried_list(att, na, kept, nk);
 	for (size_t i = nk; i-- > 0;) {
-		add(h, &kept[i], 0);
-		/* the attempts tried while this commit was HEAD */
-		for (int a = 0; a < na; a++) {
-			git_commit *c = NULL;
-
-			if (git_commit_lookup(&c, repo_need(), &att[a].id) == 0 &&
-			    git_commit_parentcount(c) &&
-			    git_oid_equal(git_commit_parent_id(c, 0), &kept[i]))
-				add(h, &att[a].id, att[a].n);
-			git_commit_free(c);
-		}
+		if (add(h, &kept[i], NULL) == 0)
+			add_attempts(h, h->nr - 1, t, na);
 	}
 	if (h->nr && h->e[0].note)
 		h->baseline_us = json_number_value(json_object_get(h->e[0].note,
 								 "time_us"));
+	for (int a = 0; a < na; a++)
+		git_commit_free(t[a].parent);
+	free(t);
 	free(kept);
 	free(att);
 	return 0;
@@ -139,6 +244,7 @@ void history_release(struct history *h)
 	for (size_t i = 0; i < h->nr; i++) {
 		free(h->e[i].subject);
 		free(h->e[i].message);
+		free(h->e[i].ref);
 		json_decref(h->e[i].note);
 	}
 	free(h->e);
@@ -146,9 +252,73 @@ void history_release(struct history *h)
 	h->nr = h->alloc = 0;
 }
 
+char *history_remote(const struct history *h)
+{
+	struct strbuf key = STRBUF_INIT;
+	char *remote;
+
+	strbuf_addf(&key, "branch.autokernel/%s.remote", h->name);
+	remote = config_string(key.buf, "origin");
+	strbuf_release(&key);
+	return remote;
+}
+
+void history_advise(const struct history *h)
+{
+	char *remote;
+
+	if (!h->from_trailers)
+		return;
+	remote = history_remote(h);
+	if (h->from_trailers == 1)
+		warning("1 experiment of autokernel/%s has no note in "
+			NOTES_REF ": its figures come from its trailers",
+			h->name);
+	else
+		warning("%d experiments of autokernel/%s have no note in "
+			NOTES_REF ": their figures come from their trailers",
+			h->from_trailers, h->name);
+	fprintf(stderr, "hint: fetch the notes with 'git fetch %s "
+		"+" NOTES_REF ":refs/notes/remotes/%s/autokernel',\n"
+		"hint: or with every fetch after 'git autokernel init "
+		"--no-measure --share %s'\n", remote, remote, remote);
+	free(remote);
+}
+
+static const char *note_string(const struct experiment *e, const char *key)
+{
+	const char *s = json_string_value(json_object_get(e->note, key));
+
+	return s ? s : "";
+}
+
 const char *experiment_reason(const struct experiment *e)
 {
-	const char *r = json_string_value(json_object_get(e->note, "reason"));
+	const char *r = note_string(e, "reason");
+	const char *v = note_string(e, "verdict");
 
-	return r ? r : "";
+	if (!strcmp(r, "slower") && (starts_with(v, "not faster") ||
+				     starts_with(v, "gain ")))
+		return "noise";
+	return r;
+}
+
+static double median(json_t *kernels, size_t i)
+{
+	json_t *v = json_object_get(json_array_get(kernels, i), "median_us");
+
+	return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+double experiment_head_ratio(const struct experiment *e)
+{
+	json_t *r = json_object_get(e->note, "head_ratio");
+	json_t *k = json_object_get(json_object_get(e->note, "bench"),
+				    "kernels");
+
+	if (json_is_number(r) && json_number_value(r) > 0)
+		return json_number_value(r);
+	if (json_array_size(k) < 2 || median(k, 0) <= 0)
+		return 0;
+	return median(k, 1) / median(k, 0);
 }

@@ -7,7 +7,18 @@
  *	struct history h = HISTORY_INIT;
  *	history_load(&h, "softmax", 1);          // with attempts
  *	for (size_t i = 0; i < h.nr; i++) ... h.e[i].status, h.e[i].note ...
+ *	history_advise(&h);                      // how to fetch missing notes
  *	history_release(&h);
+ *
+ * Where a result comes from, in order: our note (refs/notes/autokernel),
+ * a fetched one (refs/notes/remotes/<remote>/autokernel), else the
+ * commit's Autokernel-* trailers (from_trailers: a clone without the
+ * notes has no verdicts, tolerances or per-run details).  Attempts are
+ * ours and the fetched ones (refs/autokernel/remotes/<remote>/attempts/),
+ * each shown after the commit it was tried on; after a rebase, after that
+ * commit's rewritten copy: the one whose note names the tree the attempt's
+ * parent has (the note travels with notes.rewriteRef, which init sets), or
+ * else that has its parent's author and message.
  */
 #ifndef HISTORY_H
 #define HISTORY_H
@@ -18,10 +29,14 @@
 struct experiment {
 	git_oid id;
 	int attempt;            /* attempt number, 0 for a commit */
+	char label[80];         /* an attempt's: "3", or "origin/3" fetched */
+	char *ref;              /* an attempt's ref, NULL for a commit */
+	size_t on;              /* an attempt: index of the commit tried on */
 	const char *status;     /* baseline, kept, rejected, unverified */
 	char *subject;          /* the hypothesis */
 	char *message;
 	json_t *note;           /* NULL when unverified */
+	int from_trailers;      /* note made from the message's trailers */
 	long long when;         /* commit time */
 };
 
@@ -30,8 +45,9 @@ struct history {
 	size_t nr, alloc;
 	char name[256];
 	double baseline_us;     /* the baseline's time, 0 if unknown */
+	int from_trailers;      /* experiments whose note is from trailers */
 };
-#define HISTORY_INIT { NULL, 0, 0, "", 0 }
+#define HISTORY_INIT { NULL, 0, 0, "", 0, 0 }
 
 /* The first commit of the branch's experiment: the one that added
  * <name>/problem.json, walking first parents from head.  0 or -1. */
@@ -43,7 +59,21 @@ int history_tree_has(git_tree *tree, const char *path);
 int history_load(struct history *h, const char *name, int attempts);
 void history_release(struct history *h);
 
-/* The short reason of a rejection: build, verify, slower, bench. */
+/* When results came from trailers, says so once on stderr, with the
+ * command that fetches the notes. */
+void history_advise(const struct history *h);
+/* The remote the branch came from (its upstream), else "origin"; free()
+ * it. */
+char *history_remote(const struct history *h);
+
+/* The short reason of a rejection: build, verify, slower, noise, bench
+ * ...; "noise" also for an older note whose verdict was within the noise
+ * or under autokernel.minGain (those said "slower"). */
 const char *experiment_reason(const struct experiment *e);
+/* What decided: the median of the commit it was judged against over its
+ * own, in the same interleaved run (>1 faster); the note's "head_ratio",
+ * else from its bench kernels 1 and 0; 0 when unknown (baseline, build or
+ * verify failure, trailers). */
+double experiment_head_ratio(const struct experiment *e);
 
 #endif

@@ -124,15 +124,119 @@ static git_signature *signature(void)
 	return sig;
 }
 
-json_t *note_read(const git_oid *commit)
+static json_t *note_in(const char *ref, const git_oid *commit)
 {
 	git_note *note = NULL;
 	json_t *j = NULL;
 
-	if (git_note_read(&note, repo_need(), NOTES_REF, commit) == 0) {
+	if (git_note_read(&note, repo_need(), ref, commit) == 0) {
 		j = json_loads(git_note_message(note), 0, NULL);
 		git_note_free(note);
 	}
+	return j;
+}
+
+json_t *note_read(const git_oid *commit)
+{
+	git_reference_iterator *it = NULL;
+	git_reference *ref;
+	json_t *j = note_in(NOTES_REF, commit);
+
+	if (j || git_reference_iterator_glob_new(&it, repo_need(),
+						 NOTES_FETCHED_GLOB) < 0)
+		return j;
+	while (!j && git_reference_next(&ref, it) == 0) {
+		j = note_in(git_reference_name(ref), commit);
+		git_reference_free(ref);
+	}
+	git_reference_iterator_free(it);
+	return j;
+}
+
+/* "17.05x" -> 17.05, "88%" -> 0.88; 0 when absent or not a number. */
+static double trailer_number(const char *msg, const char *key)
+{
+	char *v = trailer_get(msg, key), *end = NULL;
+	double x = v ? strtod(v, &end) : 0;
+
+	if (!v || end == v || x < 0)
+		x = 0;
+	else if (*end == '%')
+		x /= 100;
+	free(v);
+	return x;
+}
+
+static void set_trailer_number(json_t *j, const char *key, const char *msg,
+			       const char *trailer)
+{
+	double x = trailer_number(msg, trailer);
+
+	if (x > 0)
+		json_object_set_new(j, key, json_real(x));
+}
+
+static void set_trailer_string(json_t *j, const char *key, const char *msg,
+			       const char *trailer)
+{
+	char *v = trailer_get(msg, trailer);
+
+	if (v)
+		json_object_set_new(j, key, json_string(v));
+	free(v);
+}
+
+/* "pass 5/5" -> {pass, stages_passed} */
+static json_t *trailer_verify(const char *msg)
+{
+	char *v = trailer_get(msg, "Autokernel-Verify");
+	json_t *j = NULL;
+	int n = 0;
+
+	if (v && sscanf(v, "%*s %d/", &n) == 1)
+		j = json_pack("{s:b,s:i}", "pass", starts_with(v, "pass"),
+			      "stages_passed", n);
+	free(v);
+	return j;
+}
+
+/* An attempt's "Rejected (<reason>): <verdict>" line, into j. */
+static void rejection_line(json_t *j, const char *msg)
+{
+	const char *p = strstr(msg, "\nRejected (");
+	const char *close = p ? strstr(p, "): ") : NULL;
+	const char *eol;
+
+	if (!close)
+		return;
+	p += strlen("\nRejected (");
+	json_object_set_new(j, "reason", json_stringn(p, close - p));
+	close += 3;
+	eol = strchrnul(close, '\n');
+	json_object_set_new(j, "verdict", json_stringn(close, eol - close));
+}
+
+json_t *note_from_trailers(const char *msg)
+{
+	json_t *j, *v = trailer_verify(msg);
+	char *verdict;
+
+	if (!v)
+		return NULL;
+	verdict = trailer_get(msg, "Autokernel-Verdict");
+	j = json_pack("{s:s,s:s,s:o}", "source", "trailers", "status",
+		      verdict ? "rejected" : "kept", "verify", v);
+	set_trailer_string(j, "op", msg, "Autokernel-Op");
+	set_trailer_string(j, "backend", msg, "Autokernel-Backend");
+	v = json_object();
+	set_trailer_string(v, "name", msg, "Autokernel-Device");
+	json_object_set_new(j, "device", v);
+	set_trailer_number(j, "time_us", msg, "Autokernel-Time-Us");
+	set_trailer_number(j, "speedup", msg, "Autokernel-Speedup");
+	set_trailer_number(j, "roofline", msg, "Autokernel-Roofline");
+	if (verdict)
+		rejection_line(j, msg);
+	free(verdict);
 	return j;
 }
 
@@ -206,54 +310,125 @@ cleanup:
 	return ret;
 }
 
-static int attempt_number(const char *ref, const char *prefix)
+/* The number at p, all of what is left, or -1. */
+static int attempt_number(const char *p)
 {
-	const char *p = ref + strlen(prefix);
 	char *end;
-	long n = strtol(p, &end, 10);
+	long n;
 
+	if (!isdigit((unsigned char)*p))
+		return -1;
+	n = strtol(p, &end, 10);
 	return *end || n <= 0 || n > 1000000000 ? -1 : (int)n;
 }
 
+/* Ours first, then by remote; each in number order. */
 static int cmp_attempt(const void *a, const void *b)
 {
-	return ((const struct attempt *)a)->n - ((const struct attempt *)b)->n;
+	const struct attempt *x = a, *y = b;
+	int c = strcmp(x->remote, y->remote);
+
+	return c ? c : x->n - y->n;
 }
 
-int attempts_list(struct attempt **out, const char *name)
+struct attempt_list {
+	struct attempt *a;
+	size_t nr, alloc;
+};
+
+static int listed(const struct attempt_list *l, const git_oid *id)
+{
+	for (size_t i = 0; i < l->nr; i++)
+		if (git_oid_equal(&l->a[i].id, id))
+			return 1;
+	return 0;
+}
+
+/*
+ * ref as an attempt of name: refs/autokernel/attempts/<name>/<n> (ours,
+ * remote "") or refs/autokernel/remotes/<remote>/attempts/<name>/<n>.
+ * 0, or -1 when it is neither.
+ */
+static int parse_attempt(struct attempt *a, const char *ref, const char *name)
+{
+	struct strbuf ours = STRBUF_INIT, mid = STRBUF_INIT;
+	const char *p = NULL, *q = NULL, *num = NULL;   /* remote: p to q */
+
+	strbuf_addf(&ours, "%s%s/", ATTEMPTS_PREFIX, name);
+	strbuf_addf(&mid, "/attempts/%s/", name);
+	if (starts_with(ref, ours.buf)) {
+		p = q = ref;
+		num = ref + ours.len;
+	} else if (starts_with(ref, ATTEMPTS_FETCHED_PREFIX)) {
+		p = ref + strlen(ATTEMPTS_FETCHED_PREFIX);
+		q = strstr(p, mid.buf);
+		num = q ? q + mid.len : NULL;
+	}
+	a->n = num ? attempt_number(num) : -1;
+	strbuf_release(&ours);
+	strbuf_release(&mid);
+	if (a->n < 0 || (size_t)(q - p) >= sizeof(a->remote) ||
+	    strlen(ref) >= sizeof(a->ref))
+		return -1;
+	snprintf(a->remote, sizeof(a->remote), "%.*s", (int)(q - p), p);
+	snprintf(a->ref, sizeof(a->ref), "%s", ref);
+	return 0;
+}
+
+/* Adds the attempts of name among the refs glob matches, sorted after
+ * those listed before, leaving out commits listed already. */
+static int list_glob(struct attempt_list *l, const char *glob,
+		     const char *name)
 {
 	git_reference_iterator *it = NULL;
 	git_reference *ref;
-	struct strbuf prefix = STRBUF_INIT, glob = STRBUF_INIT;
-	struct attempt *list = NULL;
-	size_t nr = 0, alloc = 0;
+	size_t first = l->nr;
 
-	strbuf_addf(&prefix, "%s%s/", ATTEMPTS_PREFIX, name);
-	strbuf_addf(&glob, "%s*", prefix.buf);
-	if (git_reference_iterator_glob_new(&it, repo_need(), glob.buf) < 0) {
-		strbuf_release(&prefix);
-		strbuf_release(&glob);
+	if (git_reference_iterator_glob_new(&it, repo_need(), glob) < 0)
 		return error("unable to list attempts: %s", repo_error());
-	}
 	while (git_reference_next(&ref, it) == 0) {
-		int n = attempt_number(git_reference_name(ref), prefix.buf);
 		const git_oid *id = git_reference_target(ref);
 
-		if (n > 0 && id) {
-			ALLOC_GROW(list, nr + 1, alloc);
-			list[nr].n = n;
-			list[nr].id = *id;
-			nr++;
+		ALLOC_GROW(l->a, l->nr + 1, l->alloc);
+		if (id && !listed(l, id) &&
+		    !parse_attempt(&l->a[l->nr], git_reference_name(ref),
+				   name)) {
+			l->a[l->nr].id = *id;
+			l->nr++;
 		}
 		git_reference_free(ref);
 	}
 	git_reference_iterator_free(it);
-	if (nr)
-		qsort(list, nr, sizeof(*list), cmp_attempt);
-	*out = list;
-	strbuf_release(&prefix);
+	if (l->nr > first)
+		qsort(l->a + first, l->nr - first, sizeof(*l->a), cmp_attempt);
+	return 0;
+}
+
+static int list_attempts(struct attempt **out, const char *name, int all)
+{
+	struct attempt_list l = { NULL, 0, 0 };
+	struct strbuf glob = STRBUF_INIT;
+	int ret;
+
+	strbuf_addf(&glob, "%s%s/*", ATTEMPTS_PREFIX, name);
+	ret = list_glob(&l, glob.buf, name);
+	strbuf_reset(&glob);
+	strbuf_addf(&glob, "%s*/attempts/%s/*", ATTEMPTS_FETCHED_PREFIX, name);
+	if (!ret && all)
+		ret = list_glob(&l, glob.buf, name);
 	strbuf_release(&glob);
-	return (int)nr;
+	*out = l.a;
+	return ret < 0 ? ret : (int)l.nr;
+}
+
+int attempts_list(struct attempt **out, const char *name)
+{
+	return list_attempts(out, name, 0);
+}
+
+int attempts_list_all(struct attempt **out, const char *name)
+{
+	return list_attempts(out, name, 1);
 }
 
 int attempt_save(int *n, git_oid *out, const char *name, const git_oid *tree,

@@ -6,11 +6,16 @@
  *   attempts  rejected candidates as commits on
  *             refs/autokernel/attempts/<name>/<n> (parent: the commit tried
  *             on), verdict in the message, result as a note
+ *   fetched   what `git fetch` brings with init --share's refspecs: the
+ *             remote's notes in refs/notes/remotes/<remote>/autokernel,
+ *             its attempts under refs/autokernel/remotes/<remote>/attempts/
  *   pending   a hook's result between pre-commit and post-commit, in
  *             $GIT_DIR/autokernel/pending/<tree>-<head>.json, so the same
  *             staged tree against the same HEAD is never measured twice
  *
  *	json_t *note = note_read(&commit_id);           // NULL if none
+ *	if (!note)                                      // a clone without
+ *		note = note_from_trailers(message);     // the notes
  *	note_write(&commit_id, result);                 // 0 or error()
  *	attempt_save(&n, &attempt_id, "softmax", &tree, &head, msg, result);
  */
@@ -23,6 +28,8 @@
 
 #define NOTES_REF "refs/notes/autokernel"
 #define ATTEMPTS_PREFIX "refs/autokernel/attempts/"
+#define NOTES_FETCHED_GLOB "refs/notes/remotes/*/autokernel"
+#define ATTEMPTS_FETCHED_PREFIX "refs/autokernel/remotes/"
 
 struct trailer {
 	const char *key, *value;
@@ -36,7 +43,15 @@ char *trailer_get(const char *msg, const char *key);
 /* Strips git's comment lines ('#') and trailing blank lines. */
 void message_cleanup(struct strbuf *msg);
 
+/* The note of commit: ours in refs/notes/autokernel, else a fetched one
+ * (NOTES_FETCHED_GLOB), read without merging it into ours; NULL if none.
+ * The caller owns the result. */
 json_t *note_read(const git_oid *commit);
+/* What the Autokernel-* trailers of a message say, as a note's fields:
+ * source "trailers", status (kept or rejected), op, backend, device.name,
+ * verify, time_us, speedup, roofline, and an attempt's reason and verdict;
+ * NULL when msg has no Autokernel-Verify trailer.  The caller owns it. */
+json_t *note_from_trailers(const char *msg);
 int note_write(const git_oid *commit, json_t *note);
 
 /* Saves a rejected candidate; *n is its number.  0 or error(). */
@@ -46,9 +61,15 @@ int attempt_save(int *n, git_oid *out, const char *name, const git_oid *tree,
 struct attempt {
 	int n;
 	git_oid id;
+	char remote[64];        /* "" for ours, else the remote it came from */
+	char ref[320];          /* the full ref name */
 };
-/* The attempts of name in number order; free() the array. */
+/* Our attempts of name in number order (what numbers a new one); the
+ * count, or -1.  free() the array. */
 int attempts_list(struct attempt **out, const char *name);
+/* Ours, then each remote's fetched ones in number order; a commit under
+ * two names is listed once, as ours if it is.  The count, or -1. */
+int attempts_list_all(struct attempt **out, const char *name);
 
 /* Pending results: key is "<tree>-<head>" (head "0" when unborn). */
 void pending_key(struct strbuf *key, const git_oid *tree, const git_oid *head);

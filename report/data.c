@@ -2,15 +2,19 @@
  * report-data.c: what a report says, read from the branch's history; and
  * the report as JSON.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "lib/records.h"
 #include "lib/repo.h"
+#include "ops/dtype.h"
+#include "ops/problem.h"
 #include "report/report.h"
 
 const char *const report_reason_names[REASON_NR] = {
-	"build", "verify", "slower", "bench", "agent", "scope", "other",
+	"build", "verify", "slower", "noise", "bench", "agent", "scope",
+	"other",
 };
 
 static double num(json_t *o, const char *key)
@@ -107,6 +111,133 @@ static void pick_references(struct report *r)
 	}
 }
 
+static void add_warning(struct report *r, const char *fmt, ...)
+	AK_PRINTF(2, 3);
+
+static void add_warning(struct report *r, const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	json_array_append_new(r->warnings, json_string(sb.buf));
+	strbuf_release(&sb);
+}
+
+void report_warn(const struct report *r)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(r->warnings, i, v)
+		warning("%s", json_string_value(v));
+}
+
+/* The tip is what a merge takes: say so when it is not the best. */
+static void warn_tip(struct report *r)
+{
+	char tip[8], best[8];
+
+	if (!r->best || r->best == r->tip)
+		return;
+	git_oid_tostr(tip, sizeof(tip), &r->tip->id);
+	git_oid_tostr(best, sizeof(best), &r->best->id);
+	if (r->tip_us <= 0)
+		add_warning(r, "the tip %s is unverified (committed with "
+			    "--no-verify): nothing measured what a merge would "
+			    "take; the fastest verified commit is %s, %.2fx "
+			    "over the baseline", tip, best,
+			    report_speedup(r, r->best));
+	else
+		add_warning(r, "the tip %s, %.2fx over the baseline, is not "
+			    "the fastest commit measured: %s was %.2fx", tip,
+			    report_speedup(r, r->tip), best,
+			    report_speedup(r, r->best));
+}
+
+static void add_tolerance(struct report *r, const struct problem *p,
+			  enum ak_dtype d)
+{
+	const struct tolerance *t = &p->tol[d], *def = &p->op->tol[d];
+	int looser = t->atol > def->atol || t->rtol > def->rtol;
+
+	json_object_set_new(r->tolerances, dtype_name(d), json_pack(
+		"{s:f,s:f,s:f,s:f,s:b}", "atol", t->atol, "rtol", t->rtol,
+		"default_atol", def->atol, "default_rtol", def->rtol,
+		"looser", looser));
+	if (looser)
+		add_warning(r, "%s/problem.json: the %s tolerance (atol %g, "
+			    "rtol %g) is looser than %s's default (atol %g, "
+			    "rtol %g)", r->h.name, dtype_name(d), t->atol,
+			    t->rtol, p->op->name, def->atol, def->rtol);
+}
+
+/* The bench shape and dtype of the best's run, else (notes made from
+ * trailers have none) of problem.json. */
+static void set_shape(struct report *r, const struct problem *p)
+{
+	const char *shape = json_string_value(json_object_get(r->bench,
+							      "shape"));
+	const char *dtype = json_string_value(json_object_get(r->bench,
+							      "dtype"));
+
+	if (shape && dtype) {
+		snprintf(r->shape, sizeof(r->shape), "%s", shape);
+		snprintf(r->dtype, sizeof(r->dtype), "%s", dtype);
+	} else if (p) {
+		shape_format(&p->bench, r->shape, sizeof(r->shape));
+		snprintf(r->dtype, sizeof(r->dtype), "%s",
+			 dtype_name(p->dtypes[0]));
+	} else {
+		snprintf(r->shape, sizeof(r->shape), "?");
+		snprintf(r->dtype, sizeof(r->dtype), "?");
+	}
+}
+
+/* What the tip's problem.json (fixed since the baseline) says: the
+ * tolerances, against the op's defaults, and the bench shape. */
+static void pick_problem(struct report *r)
+{
+	struct strbuf path = STRBUF_INIT, text = STRBUF_INIT;
+	char tip[GIT_OID_HEXSZ + 1];
+	struct problem p;
+
+	git_oid_tostr(tip, sizeof(tip), &r->tip->id);
+	strbuf_addf(&path, "%s/problem.json", r->h.name);
+	if (!repo_read_file(&text, tip, path.buf) &&
+	    !problem_parse(&p, text.buf, path.buf)) {
+		r->tolerances = json_object();
+		for (int i = 0; i < p.n_dtypes; i++)
+			if (p.dtypes[i] <= AK_F32)
+				add_tolerance(r, &p, p.dtypes[i]);
+	}
+	set_shape(r, r->tolerances ? &p : NULL);
+	strbuf_release(&path);
+	strbuf_release(&text);
+}
+
+static void count(struct report *r, const struct experiment *e, size_t i)
+{
+	double us = report_time(e);
+
+	if (e->attempt) {
+		r->rejected++;
+		r->reasons[reason_of(e)]++;
+		return;
+	}
+	r->tip = e;
+	if (!e->note)
+		r->unverified++;
+	else if (i)
+		r->kept++;
+	if (report_is_kept(e) && us > 0 && (!r->best || us < r->best_us)) {
+		r->best = e;
+		r->best_us = us;
+	}
+}
+
 int report_load(struct report *r, const char *name)
 {
 	snprintf(r->branch, sizeof(r->branch), "autokernel/%s", name);
@@ -116,30 +247,17 @@ int report_load(struct report *r, const char *name)
 		return error("no experiments on '%s'", r->branch);
 	r->base = &r->h.e[0];
 	r->base_us = report_time(r->base);
-	for (size_t i = 0; i < r->h.nr; i++) {
-		const struct experiment *e = &r->h.e[i];
-		double us = report_time(e);
-
-		if (e->attempt) {
-			r->rejected++;
-			r->reasons[reason_of(e)]++;
-			continue;
-		}
-		if (!e->note)
-			r->unverified++;
-		else if (i)
-			r->kept++;
-		if (report_is_kept(e) && us > 0 &&
-		    (!r->best || us < r->best_us)) {
-			r->best = e;
-			r->best_us = us;
-		}
-	}
+	for (size_t i = 0; i < r->h.nr; i++)
+		count(r, &r->h.e[i], i);
+	r->tip_us = report_time(r->tip);
 	if (r->best) {
 		r->bench = json_object_get(r->best->note, "bench");
 		r->floor_us = num(r->bench, "floor_us");
 	}
 	pick_references(r);
+	r->warnings = json_array();
+	warn_tip(r);
+	pick_problem(r);
 	return 0;
 }
 
@@ -147,25 +265,15 @@ void report_release(struct report *r)
 {
 	history_release(&r->h);
 	json_decref(r->references);
-	r->references = NULL;
-	r->base = r->best = NULL;
-}
-
-/* The remote the branch came from, for the reviewer's commands. */
-static char *remote_name(const struct report *r)
-{
-	struct strbuf key = STRBUF_INIT;
-	char *remote;
-
-	strbuf_addf(&key, "branch.%s.remote", r->branch);
-	remote = config_string(key.buf, "origin");
-	strbuf_release(&key);
-	return remote;
+	json_decref(r->tolerances);
+	json_decref(r->warnings);
+	r->references = r->tolerances = r->warnings = NULL;
+	r->base = r->best = r->tip = NULL;
 }
 
 void report_reproduce(struct strbuf *out, const struct report *r)
 {
-	char *remote = remote_name(r);
+	char *remote = history_remote(&r->h);
 	char best[GIT_OID_HEXSZ + 1] = "HEAD", base[GIT_OID_HEXSZ + 1];
 
 	if (r->best)
@@ -200,11 +308,41 @@ static json_t *commit_json(const struct experiment *e, double us)
 
 double report_speedup(const struct report *r, const struct experiment *e)
 {
-	double s = num(e->note, "speedup"), us = report_time(e);
+	double s = num(e->note, "speedup"), us = report_time(e), ratio;
 
-	if (s > 0 && !e->attempt)
+	if (!e->attempt && s > 0)
 		return s;
-	return us > 0 && r->base_us > 0 ? r->base_us / us : 0;
+	if (!e->attempt)
+		return us > 0 && r->base_us > 0 ? r->base_us / us : 0;
+	ratio = experiment_head_ratio(e);
+	s = report_speedup(r, &r->h.e[e->on]);
+	return ratio > 0 && s > 0 ? s * ratio : 0;
+}
+
+double report_plot_us(const struct report *r, const struct experiment *e)
+{
+	double ratio = e->attempt ? experiment_head_ratio(e) : 0;
+	double on = e->attempt ? report_time(&r->h.e[e->on]) : 0;
+
+	return ratio > 0 && on > 0 ? on / ratio : report_time(e);
+}
+
+static void attempt_json(json_t *o, const struct report *r,
+			 const struct experiment *e)
+{
+	double ratio = experiment_head_ratio(e);
+
+	json_object_set_new(o, "attempt", json_integer(e->attempt));
+	json_object_set_new(o, "ref", json_string(e->ref));
+	json_object_set_new(o, "reason", json_string(
+		report_reason_names[reason_of(e)]));
+	json_object_set_new(o, "tried_on", json_string(git_oid_tostr_s(
+		&r->h.e[e->on].id)));
+	if (ratio > 0)
+		json_object_set_new(o, "head_ratio", json_real(ratio));
+	if (report_plot_us(r, e) > 0)
+		json_object_set_new(o, "plot_us",
+				    json_real(report_plot_us(r, e)));
 }
 
 static json_t *experiments_json(const struct report *r)
@@ -220,12 +358,8 @@ static json_t *experiments_json(const struct report *r)
 		json_object_set_new(o, "n", json_integer((json_int_t)i));
 		json_object_set_new(o, "status", json_string(e->status));
 		json_object_set_new(o, "kept", json_boolean(!e->attempt));
-		if (e->attempt) {
-			json_object_set_new(o, "attempt",
-					    json_integer(e->attempt));
-			json_object_set_new(o, "reason", json_string(
-				report_reason_names[reason_of(e)]));
-		}
+		if (e->attempt)
+			attempt_json(o, r, e);
 		if (json_is_string(json_object_get(e->note, "verdict")))
 			json_object_set(o, "verdict",
 					json_object_get(e->note, "verdict"));
@@ -261,8 +395,8 @@ static json_t *summary_json(const struct report *r)
 
 	json_object_set(o, "op", json_object_get(note, "op"));
 	json_object_set(o, "backend", json_object_get(note, "backend"));
-	json_object_set(o, "shape", json_object_get(r->bench, "shape"));
-	json_object_set(o, "dtype", json_object_get(r->bench, "dtype"));
+	json_object_set_new(o, "shape", json_string(r->shape));
+	json_object_set_new(o, "dtype", json_string(r->dtype));
 	json_object_set(o, "dtypes", json_object_get(problem, "dtypes"));
 	json_object_set(o, "device", json_object_get(note, "device"));
 	json_object_set(o, "tool", json_object_get(note, "tool"));
@@ -287,6 +421,15 @@ json_t *report_json(const struct report *r)
 	} else {
 		json_object_set_new(o, "best", json_null());
 	}
+	v = commit_json(r->tip, r->tip_us);
+	json_object_set_new(v, "verified", json_boolean(r->tip_us > 0));
+	if (report_speedup(r, r->tip) > 0)
+		json_object_set_new(v, "speedup",
+				    json_real(report_speedup(r, r->tip)));
+	json_object_set_new(o, "tip", v);
+	json_object_set(o, "warnings", r->warnings);
+	json_object_set_new(o, "tolerances", r->tolerances ?
+			    json_incref(r->tolerances) : json_null());
 	json_object_set_new(o, "floor", r->floor_us > 0 ? json_pack(
 		"{s:f,s:O*,s:O*}", "time_us", r->floor_us, "kind",
 		json_object_get(r->bench, "floor_kind"), "bytes",

@@ -72,35 +72,71 @@ static void add_device(struct strbuf *sb, json_t *dev, const char *backend)
 	strbuf_addch(sb, ')');
 }
 
-static void add_dtypes(struct strbuf *sb, json_t *problem)
+/* From the note's problem, else (a note made from trailers) from the
+ * tip's problem.json. */
+static void add_dtypes(struct strbuf *sb, const struct report *r,
+		       json_t *problem)
 {
+	const char *dt;
 	json_t *v;
 	size_t i;
 
 	json_array_foreach(json_object_get(problem, "dtypes"), i, v)
 		strbuf_addf(sb, "%s%s", i ? ", " : "", json_string_value(v));
+	if (json_array_size(json_object_get(problem, "dtypes")))
+		return;
+	i = 0;
+	json_object_foreach(r->tolerances, dt, v)
+		strbuf_addf(sb, "%s%s", i++ ? ", " : "", dt);
 }
 
+/* What the headline says of the tip, after the op. */
+static void tip_figure(struct strbuf *sb, const struct report *r)
+{
+	double s = report_speedup(r, r->tip);
+
+	if (r->tip != r->base && r->tip_us > 0 && s > 1)
+		strbuf_addf(sb, " %.2fx faster", s);
+	else if (r->tip_us <= 0)
+		strbuf_addstr(sb, ", the tip unverified,");
+	else
+		strbuf_addstr(sb, ", no faster than the baseline yet,");
+}
+
+static void add_warnings(struct strbuf *sb, const struct report *r)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(r->warnings, i, v) {
+		strbuf_addstr(sb, "> **Warning:** ");
+		add_cell(sb, json_string_value(v));
+		strbuf_addstr(sb, "\n>\n");
+	}
+	if (json_array_size(r->warnings)) {
+		strbuf_setlen(sb, sb->len - 2);
+		strbuf_addch(sb, '\n');
+	}
+}
+
+/* The tip leads: a merge of the branch takes the tip, not the best. */
 static void headline(struct strbuf *sb, const struct report *r, json_t *note)
 {
 	char a[32], b[32];
 
 	report_fmt_us(a, sizeof(a), r->base_us);
-	report_fmt_us(b, sizeof(b), r->best_us);
+	report_fmt_us(b, sizeof(b), r->tip_us);
 	strbuf_addf(sb, "## %s: ", r->branch);
 	add_cell(sb, str(note, "op"));
-	if (r->best && r->best != r->base &&
-	    report_speedup(r, r->best) > 0)
-		strbuf_addf(sb, " %.2fx faster", report_speedup(r, r->best));
-	else
-		strbuf_addstr(sb, ", no faster than the baseline yet,");
+	tip_figure(sb, r);
 	strbuf_addstr(sb, " on ");
 	add_cell(sb, str(json_object_get(note, "device"), "name"));
-	strbuf_addf(sb, "\n\n**%s us -> %s us** at %s %s", a, b,
-		    str(r->bench, "shape"), str(r->bench, "dtype"));
-	if (r->floor_us > 0 && r->best_us > 0) {
+	strbuf_addf(sb, "\n\n**%s us -> %s us** at %s %s (the tip, `%.7s`)", a,
+		    r->tip_us > 0 ? b : "?", r->shape, r->dtype,
+		    git_oid_tostr_s(&r->tip->id));
+	if (r->floor_us > 0 && r->tip_us > 0) {
 		strbuf_addstr(sb, ", ");
-		add_pct(sb, r->floor_us / r->best_us);
+		add_pct(sb, r->floor_us / r->tip_us);
 		strbuf_addstr(sb, " of the floor");
 	}
 	strbuf_addf(sb, ".  %zu experiment%s: %d kept, %d rejected",
@@ -109,6 +145,28 @@ static void headline(struct strbuf *sb, const struct report *r, json_t *note)
 		strbuf_addf(sb, ", %d unverified (committed with "
 			    "--no-verify)", r->unverified);
 	strbuf_addstr(sb, ".\n\n");
+	add_warnings(sb, r);
+}
+
+static void add_tolerances(struct strbuf *sb, const struct report *r)
+{
+	const char *dt;
+	json_t *v;
+	int first = 1;
+
+	if (!r->tolerances) {
+		strbuf_addch(sb, '?');
+		return;
+	}
+	json_object_foreach(r->tolerances, dt, v) {
+		strbuf_addf(sb, "%s%s atol %g rtol %g", first ? "" : "; ", dt,
+			    num(v, "atol"), num(v, "rtol"));
+		if (json_is_true(json_object_get(v, "looser")))
+			strbuf_addf(sb, " (**looser** than the op's atol %g "
+				    "rtol %g)", num(v, "default_atol"),
+				    num(v, "default_rtol"));
+		first = 0;
+	}
 }
 
 static void summary(struct strbuf *sb, const struct report *r, json_t *note)
@@ -118,8 +176,10 @@ static void summary(struct strbuf *sb, const struct report *r, json_t *note)
 	strbuf_addstr(sb, "| | |\n|---|---|\n| op | ");
 	add_cell(sb, str(note, "op"));
 	strbuf_addf(sb, " |\n| bench shape | %s %s |\n| dtypes verified | ",
-		    str(r->bench, "shape"), str(r->bench, "dtype"));
-	add_dtypes(sb, json_object_get(note, "problem"));
+		    r->shape, r->dtype);
+	add_dtypes(sb, r, json_object_get(note, "problem"));
+	strbuf_addstr(sb, " |\n| tolerances (atol + rtol * \\|ref\\|) | ");
+	add_tolerances(sb, r);
 	strbuf_addstr(sb, " |\n| device | ");
 	add_device(sb, json_object_get(note, "device"), str(note, "backend"));
 	strbuf_addstr(sb, " |\n| verification of the best | ");
@@ -165,6 +225,11 @@ static void results(struct strbuf *sb, const struct report *r)
 		      "|---|---|--:|--:|--:|\n");
 	result_row(sb, "baseline", r->base, r->base_us, 1,
 		   num(r->base->note, "roofline"));
+	if (r->tip != r->best)
+		result_row(sb, r->tip_us > 0 ? "**tip** (what merges)" :
+			   "**tip** (what merges), unverified", r->tip,
+			   r->tip_us, report_speedup(r, r->tip),
+			   num(r->tip->note, "roofline"));
 	if (r->best)
 		result_row(sb, "**best**", r->best, r->best_us,
 			   report_speedup(r, r->best),
@@ -250,11 +315,13 @@ static void per_shape(struct strbuf *sb, const struct report *r)
 static void kept_table(struct strbuf *sb, const struct report *r)
 {
 	strbuf_addstr(sb, "### Kept experiments\n\n"
-		      "| # | commit | time (us) | speedup | % of floor | "
-		      "hypothesis |\n|--:|---|--:|--:|--:|---|\n");
+		      "| # | commit | time (us) | speedup | vs best | "
+		      "% of floor | hypothesis |\n|--:|---|--:|--:|--:|--:|"
+		      "---|\n");
 	for (size_t i = 0; i < r->h.nr; i++) {
 		const struct experiment *e = &r->h.e[i];
 		double us = report_time(e), s = report_speedup(r, e);
+		double ratio = experiment_head_ratio(e);
 		char t[32];
 
 		if (e->attempt)
@@ -266,20 +333,26 @@ static void kept_table(struct strbuf *sb, const struct report *r)
 		if (s > 0)
 			strbuf_addf(sb, "%.2fx", s);
 		strbuf_addstr(sb, " | ");
+		if (ratio > 0)
+			strbuf_addf(sb, "%.2fx", ratio);
+		strbuf_addstr(sb, " | ");
 		add_pct(sb, num(e->note, "roofline"));
 		strbuf_addstr(sb, " | ");
 		add_cell(sb, e->subject);
 		strbuf_addstr(sb, " |\n");
 	}
-	strbuf_addch(sb, '\n');
+	strbuf_addstr(sb, "\nvs best is what decided: the time of the commit "
+		      "it was judged against over its own, timed in the same "
+		      "run.\n\n");
 }
 
 static void rejected_table(struct strbuf *sb, const struct report *r)
 {
 	strbuf_addf(sb, "### Rejected attempts\n\n%d candidates were rejected "
 		    "and saved under `refs/autokernel/attempts/%s/` "
-		    "(`git autokernel log --attempts`).\n\n", r->rejected,
-		    r->h.name);
+		    "(`git autokernel log --attempts` lists them with their "
+		    "numbers and the same-run ratio that decided).\n\n",
+		    r->rejected, r->h.name);
 	strbuf_addstr(sb, "| reason |");
 	for (int i = 0; i < REASON_NR; i++)
 		if (i != REASON_OTHER || r->reasons[i])

@@ -1,12 +1,15 @@
 /*
  * report.h: a branch's experiments as a pull-request body.  report_load()
  * reads the history (kept commits and attempts, oldest first) and picks
- * out the baseline, the best kept commit and the floor; the renderers
- * write it as markdown, as a standalone SVG progress plot, or as JSON.
+ * out the baseline, the tip (what a merge of the branch takes), the best
+ * kept commit and the floor, the tolerances the branch was judged with,
+ * and what a reviewer must be warned of; the renderers write it as
+ * markdown, as a standalone SVG progress plot, or as JSON.
  *
  *	struct report r = REPORT_INIT;
  *	if (report_load(&r, "softmax") < 0)
  *		return 3;
+ *	report_warn(&r);                        // r.warnings on stderr
  *	report_md(&md, &r, "report.svg");       // NULL: no plot to embed
  *	report_svg(&svg, &r);
  *	json_t *j = report_json(&r);            // the caller's reference
@@ -27,7 +30,7 @@
 
 /* Why attempts were rejected, in the order the report lists them. */
 enum report_reason {
-	REASON_BUILD, REASON_VERIFY, REASON_SLOWER, REASON_BENCH,
+	REASON_BUILD, REASON_VERIFY, REASON_SLOWER, REASON_NOISE, REASON_BENCH,
 	REASON_AGENT, REASON_SCOPE, REASON_OTHER, REASON_NR
 };
 extern const char *const report_reason_names[REASON_NR];
@@ -37,10 +40,16 @@ struct report {
 	char branch[300];
 	const struct experiment *base;  /* h.e[0], the baseline */
 	const struct experiment *best;  /* fastest measured kept commit */
-	double base_us, best_us;        /* 0 when not measured */
+	const struct experiment *tip;   /* HEAD, the newest commit */
+	double base_us, best_us, tip_us;        /* 0 when not measured */
 	json_t *bench;          /* the best's bench result (borrowed) */
+	char shape[64], dtype[8];       /* the bench's, "?" when unknown */
 	double floor_us;        /* from the best's run; 0 when unknown */
 	json_t *references;     /* [{name, median_us}], owned */
+	/* {dtype: {atol, rtol, default_atol, default_rtol, looser}} of the
+	 * tip's problem.json for its dtypes; owned, NULL if unreadable */
+	json_t *tolerances;
+	json_t *warnings;       /* [text], one line each, owned */
 	int kept, rejected, unverified;
 	int reasons[REASON_NR];
 };
@@ -53,12 +62,21 @@ void report_release(struct report *r);
 /* An experiment's median time in us, or 0 when it has none. */
 double report_time(const struct experiment *e);
 /* Over the baseline: a kept commit's own (timed interleaved with the
- * baseline), else the ratio of the medians; 0 when unknown. */
+ * baseline); an attempt's, that of the commit it was tried on times the
+ * same-run ratio that decided (experiment_head_ratio()), so that it
+ * compares with the kept ones; 0 when unknown. */
 double report_speedup(const struct report *r, const struct experiment *e);
+/* Where e goes on the plot's time axis: a kept commit's median; an
+ * attempt's, the time of the commit it was tried on over the ratio that
+ * decided, else its own median; 0 when it has none. */
+double report_plot_us(const struct report *r, const struct experiment *e);
 /* Whether e is a measured baseline or kept commit. */
 int report_is_kept(const struct experiment *e);
 /* Times of 1 us to 1 s, short: "17.8", "4751.8", "12345". */
 void report_fmt_us(char *buf, size_t n, double us);
+
+/* Each of r->warnings as "warning: ..." on stderr. */
+void report_warn(const struct report *r);
 
 /* The commands a reviewer runs to reproduce the result, one a line. */
 void report_reproduce(struct strbuf *out, const struct report *r);

@@ -3,6 +3,10 @@
  * baseline), y the median time (log scale when the times span more than
  * 10x); kept commits are filled dots, slower attempts hollow ones,
  * attempts without a time (build, verify) crosses in a band at the top.
+ * An attempt is drawn where the ratio that decided puts it: the time of
+ * the commit it was tried on over that ratio (report_plot_us()), not at
+ * its own run's time, which another run's load may have made look faster
+ * than the best.
  * The best so far is a step line (id "frontier"); the baseline and the
  * floor are labelled horizontal lines.  Standalone SVG 1.1, no external
  * resources, so it renders the same in a browser, a PR and an editor.
@@ -97,7 +101,7 @@ static int make_scale(struct scale *s, const struct report *r)
 	double lo = 0, hi = 0, pad;
 
 	for (size_t i = 0; i < r->h.nr; i++)
-		widen(&lo, &hi, report_time(&r->h.e[i]));
+		widen(&lo, &hi, report_plot_us(r, &r->h.e[i]));
 	widen(&lo, &hi, r->base_us);
 	widen(&lo, &hi, r->floor_us);
 	s->xlo = -0.5;
@@ -191,6 +195,7 @@ static void point_title(struct strbuf *sb, size_t i,
 			const struct experiment *e)
 {
 	char t[32];
+	double ratio = experiment_head_ratio(e);
 
 	report_fmt_us(t, sizeof(t), report_time(e));
 	strbuf_addf(sb, "<title>#%zu %.7s %s", i, git_oid_tostr_s(&e->id),
@@ -199,7 +204,11 @@ static void point_title(struct strbuf *sb, size_t i,
 		strbuf_addch(sb, ' ');
 		add_text(sb, experiment_reason(e), 32);
 	}
-	strbuf_addf(sb, ", %s us: ", t);
+	strbuf_addf(sb, ", %s us in its run", t);
+	if (ratio > 0)
+		strbuf_addf(sb, ", %.2fx the best it was judged against",
+			    ratio);
+	strbuf_addstr(sb, ": ");
 	add_text(sb, e->subject, 160);
 	strbuf_addstr(sb, "</title>");
 }
@@ -209,7 +218,7 @@ static void points(struct strbuf *sb, const struct report *r,
 {
 	for (size_t i = 0; i < r->h.nr; i++) {
 		const struct experiment *e = &r->h.e[i];
-		double us = report_time(e), x = xmap(s, i);
+		double us = report_plot_us(r, e), x = xmap(s, i);
 		const char *end;
 
 		if (us > 0 && have_y) {
@@ -297,38 +306,52 @@ static void legend(struct strbuf *sb, int unverified)
 	strbuf_addstr(sb, "</g>\n");
 }
 
+/* ", tip 17.8 us (3.31x)"; "unverified" for a tip without a time. */
+static void subtitle_commit(struct strbuf *sb, const struct report *r,
+			    const struct experiment *e, const char *what)
+{
+	char t[32];
+
+	if (!e)
+		return;
+	report_fmt_us(t, sizeof(t), report_time(e));
+	if (report_time(e) <= 0) {
+		strbuf_addf(sb, ", %s unverified", what);
+		return;
+	}
+	strbuf_addf(sb, ", %s %s us", what, t);
+	if (report_speedup(r, e) > 0)
+		strbuf_addf(sb, " (%.2fx)", report_speedup(r, e));
+}
+
 static void titles(struct strbuf *sb, const struct report *r)
 {
 	json_t *note = (r->best ? r->best : r->base)->note;
 	const char *op = json_string_value(json_object_get(note, "op"));
 	const char *dev = json_string_value(json_object_get(
 		json_object_get(note, "device"), "name"));
-	char a[32], b[32], f[32];
+	char a[32], f[32];
 
 	strbuf_addf(sb, "<text x=\"%d\" y=\"26\" font-size=\"16\" "
 		    "font-weight=\"bold\">", L);
 	add_text(sb, r->branch, 200);
 	strbuf_addstr(sb, ": ");
 	add_text(sb, op ? op : r->h.name, 64);
-	if (r->bench) {
-		strbuf_addch(sb, ' ');
-		add_text(sb, json_string_value(json_object_get(r->bench,
-							"shape")), 64);
-		strbuf_addch(sb, ' ');
-		add_text(sb, json_string_value(json_object_get(r->bench,
-							"dtype")), 16);
-	}
+	strbuf_addch(sb, ' ');
+	add_text(sb, r->shape, 64);
+	strbuf_addch(sb, ' ');
+	add_text(sb, r->dtype, 16);
 	if (dev) {
 		strbuf_addstr(sb, " on ");
 		add_text(sb, dev, 80);
 	}
 	report_fmt_us(a, sizeof(a), r->base_us);
-	report_fmt_us(b, sizeof(b), r->best_us);
 	report_fmt_us(f, sizeof(f), r->floor_us);
 	strbuf_addf(sb, "</text>\n<text x=\"%d\" y=\"46\" fill=\"#333\">"
-		    "baseline %s us, best %s us", L, a, b);
-	if (r->best && report_speedup(r, r->best) > 0)
-		strbuf_addf(sb, " (%.2fx)", report_speedup(r, r->best));
+		    "baseline %s us", L, a);
+	subtitle_commit(sb, r, r->tip, "tip");
+	if (r->best != r->tip)
+		subtitle_commit(sb, r, r->best, "best");
 	strbuf_addf(sb, ", floor %s us; %zu experiment%s: %d kept, %d "
 		    "rejected</text>\n", f, r->h.nr - 1, r->h.nr == 2 ? "" : "s",
 		    r->kept, r->rejected);

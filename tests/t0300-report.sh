@@ -60,7 +60,8 @@ test_setup 'a branch with kept and rejected experiments' '
 
 test_expect_success 'the markdown has the summary and the tables' '
 	git autokernel report >report.md &&
-	grep "^## autokernel/softmax: softmax .*x faster" report.md &&
+	grep "^## autokernel/softmax: softmax, the tip unverified, on " \
+		report.md &&
 	grep "^| bench shape | 16x1024 f16 |" report.md &&
 	grep "^| dtypes verified | f16, bf16, f32 |" report.md &&
 	grep "^| device | .*(host" report.md &&
@@ -74,9 +75,9 @@ test_expect_success 'the markdown has the summary and the tables' '
 	grep "^| 5 | .* | unverified | .* | a comment, unverified |" \
 		report.md &&
 	grep "^### Rejected attempts" report.md &&
-	grep "^| reason | build | verify | slower | bench | agent | scope | total |" \
+	grep "^| reason | build | verify | slower | noise | bench | agent | scope | total |" \
 		report.md &&
-	grep "^| attempts | 1 | 1 | 1 | 0 | 0 | 0 | 3 |" report.md &&
+	grep "^| attempts | 1 | 1 | 1 | 0 | 0 | 0 | 0 | 3 |" report.md &&
 	grep "bench ${best%${best#????????????}} --all-shapes" report.md &&
 	grep "^git autokernel bench ${best%${best#????????????}} --against ${base%${base#????????????}}" \
 		report.md

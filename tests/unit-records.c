@@ -51,11 +51,13 @@ static void writer(const git_oid *ids, int w)
 	for (int i = 0; i < EACH; i++) {
 		json_t *note = json_pack("{s:i,s:i}", "writer", w, "i", i);
 		git_oid att;
+		char msg[64];
 		int n;
 
 		bad |= note_write(&ids[w * EACH + i], note) < 0;
+		snprintf(msg, sizeof(msg), "attempt %d of writer %d\n", i, w);
 		bad |= attempt_save(&n, &att, "race", &empty_tree, NULL,
-				    "attempt\n", note) < 0;
+				    msg, note) < 0;
 		json_decref(note);
 	}
 	repo_close();
