@@ -25,12 +25,14 @@
 #include "lib/run.h"
 
 static const char usage_bisect[] =
-	"usage: git autokernel bisect <good> <bad> [--threshold <p>] [--json]\n"
+	"usage: git autokernel bisect <good> <bad> [--threshold <p>]\n"
+	"                             [--shape S] [--json]\n"
 	"\n"
 	"Finds the first commit after <good> whose kernel is slower than\n"
 	"<good>'s by more than the threshold (default 5%): git bisect with\n"
 	"the terms fast and slow, each step timed interleaved against <good>\n"
-	"by 'git autokernel bench --against'; a commit that does not build\n"
+	"by 'git autokernel bench --against' (the weighted total of the\n"
+	"workload's shapes, or the one --shape names); a commit that does not build\n"
 	"is skipped.  The repository is left as found, also when\n"
 	"interrupted.\n"
 	"Exit 0 found, 1 no slow commit, 2 usage, 3 a bisect in progress, a\n"
@@ -42,6 +44,7 @@ struct bisect {
 	char good[HEXSZ + 1], bad[HEXSZ + 1];
 	char name[256];
 	double threshold;
+	const char *shape;      /* --shape: bisect one shape */
 	int json;
 	char first[HEXSZ + 1];          /* the first slow commit */
 	struct strbuf candidates;       /* when skips left several */
@@ -171,21 +174,36 @@ static int find_name(struct bisect *b)
 	return 0;
 }
 
-static double median(json_t *res, int i)
+static double total(json_t *wl, const char *key)
 {
-	return json_number_value(json_object_get(json_array_get(
-		json_object_get(res, "kernels"), i), "median_us"));
+	return json_number_value(json_object_get(json_object_get(wl, "total"),
+						 key));
 }
 
-/* rev's kernel timed interleaved with good's: 0, 1 when rev cannot be
- * built or timed, 3 when good cannot. */
+/* The problem's workload, or the one shape --shape names; 0 or error(). */
+static int bisect_workload(struct problem *p, const struct bisect *b)
+{
+	char err[256];
+
+	if (!b->shape)
+		return 0;
+	if (shape_parse(&p->work[0].s, p->op, b->shape, err, sizeof(err)) < 0)
+		return error("%s", err);
+	p->work[0].weight = 1;
+	p->work[0].dt = p->dtypes[0];
+	p->n_work = 1;
+	return 0;
+}
+
+/* rev's kernel timed interleaved with good's over the workload: 0, 1
+ * when rev cannot be built or timed, 3 when good cannot. */
 static int measure(struct timing *t, const struct bisect *b, const char *rev)
 {
 	static const int slots[] = { 0, 1 };
 	struct candidate c = CANDIDATE_INIT, g = CANDIDATE_INIT;
 	struct judge j = JUDGE_INIT;
 	struct strbuf v = STRBUF_INIT;
-	json_t *res = NULL;
+	json_t *res = NULL, *sh;
 	int rc;
 
 	fprintf(stderr, "bisect: timing %.7s against %.7s\n", rev, b->good);
@@ -197,19 +215,21 @@ static int measure(struct timing *t, const struct bisect *b, const char *rev)
 		goto cleanup;
 	}
 	rc = 1;
-	if (candidate_load(&c, rev, b->name) || judge_build(&j, &c, 0, &v) ||
-	    bench_slots(&j.r, &c.p, NULL, c.p.dtypes[0], slots, 2,
-			judge_ceilings(&j, 0), &res, &v)) {
+	if (candidate_load(&c, rev, b->name) || bisect_workload(&c.p, b) ||
+	    judge_build(&j, &c, 0, &v) ||
+	    bench_workload(&j.r, &c.p, slots, 2, judge_ceilings(&j, 0), 1.0,
+			   -1, &res, &v)) {
 		warning("the kernel of '%.7s' cannot be measured%s%s", rev,
 			v.len ? ": " : "", v.buf);
 		goto cleanup;
 	}
-	t->rev_us = median(res, 0);
-	t->good_us = median(res, 1);
-	snprintf(t->shape, sizeof(t->shape), "%s",
-		 json_string_value(json_object_get(res, "shape")));
+	t->rev_us = total(res, "candidate_us");
+	t->good_us = total(res, "best_us");
+	sh = json_array_get(json_object_get(res, "shapes"), 0);
+	snprintf(t->shape, sizeof(t->shape), "%s", c.p.n_work > 1 ?
+		 "workload" : json_string_value(json_object_get(sh, "shape")));
 	snprintf(t->dtype, sizeof(t->dtype), "%s",
-		 json_string_value(json_object_get(res, "dtype")));
+		 json_string_value(json_object_get(sh, "dtype")));
 	rc = t->rev_us > 0 && t->good_us > 0 ? 0 : 1;
 	if (!rc)
 		t->ratio = t->rev_us / t->good_us;
@@ -323,6 +343,8 @@ static int run_bisect(struct bisect *b, struct strbuf *log)
 	strvec_pushf(&c.args, "%s%s", repo_workdir(), b->name);
 	strvec_pushl(&c.args, "--against", b->good, "--threshold", threshold,
 		     NULL);
+	if (b->shape)
+		strvec_pushl(&c.args, "--shape", b->shape, NULL);
 	/* the steps must die of our SIGTERM, not finish their bench */
 	strvec_push(&c.env, "AUTOKERNEL_SOFT_SIGNALS");
 	c.want_stdout = 1;
@@ -462,6 +484,7 @@ static int bisect_parse(int argc, char **argv, struct bisect *b)
 {
 	static const struct option opts[] = {
 		{ "threshold", required_argument, NULL, 't' },
+		{ "shape", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -476,6 +499,8 @@ static int bisect_parse(int argc, char **argv, struct bisect *b)
 					     optarg) ? 2 : 2;
 		} else if (opt == 'j') {
 			b->json = 1;
+		} else if (opt == 's') {
+			b->shape = optarg;
 		} else {
 			return usage_with(usage_bisect, opt == 'h') ? 2 : -1;
 		}

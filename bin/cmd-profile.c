@@ -404,8 +404,14 @@ static int start_one(const struct prof_op *o, const struct profile_opts *opts,
 	strvec_pushl(&c.args, ak_exe(), "start", name, "--name", name,
 		     "--backend", opts->backend, NULL);
 	if (o->typical) {
+		struct strvec specs = STRVEC_INIT;
+
 		shape_format(&o->typical->s, shape, sizeof(shape));
-		strvec_pushl(&c.args, "--shape", shape, NULL);
+		/* the workload: every traced shape, by its share */
+		profile_workload(o, &specs);
+		for (size_t i = 0; i < specs.nr; i++)
+			strvec_pushl(&c.args, "--shape", specs.v[i], NULL);
+		strvec_clear(&specs);
 		if (o->typical->dt_known) {
 			dtype_list(dts, sizeof(dts), o->typical);
 			strvec_pushl(&c.args, "--dtype", dts, NULL);

@@ -17,21 +17,27 @@
 #include "lib/records.h"
 #include "lib/repo.h"
 #include "judge/setup.h"
+#include "profile/profile.h"
 
 static const char usage_start[] =
 	"usage: git autokernel start <op> [--backend B] [--dtype D[,D..]]\n"
-	"                            [--shape S] [--name N] [--from FILE]\n"
-	"                            [--naive] [--problem FILE]\n"
+	"                            [--shape S[:W[:D]]]... [--from-profile TRACE]\n"
+	"                            [--name N] [--from FILE] [--naive]\n"
+	"                            [--problem FILE]\n"
 	"\n"
 	"Creates branch autokernel/<name> (name: the op), writes\n"
 	"<name>/problem.json and the kernel (the tool's starter, its simplest\n"
 	"version with --naive, or FILE), verifies and benchmarks it, and\n"
-	"commits it as the baseline.  --shape sets the bench shape, --dtype\n"
-	"the dtypes verified (the first is benchmarked); --problem takes shapes,\n"
-	"tolerances and seed from a problem.json of your own.\n";
+	"commits it as the baseline.  Each --shape adds a shape to the workload\n"
+	"the kernel is judged at, with weight W (its share of the op's time,\n"
+	"default 1) and dtype D; --from-profile takes the workload from a\n"
+	"profiler trace of the model.  --dtype sets the dtypes verified (the\n"
+	"first is benchmarked); --problem takes shapes, tolerances and seed\n"
+	"from a problem.json of your own.\n";
 
 struct start_opts {
-	const char *op, *backend, *dtype, *shape, *name, *from, *problem;
+	const char *op, *backend, *dtype, *name, *from, *problem, *trace;
+	struct strvec shapes;   /* "S[:W[:D]]" */
 	int naive;
 };
 
@@ -68,6 +74,7 @@ static int parse_start(int argc, char **argv, struct start_opts *o)
 		{ "backend", required_argument, NULL, 'b' },
 		{ "dtype", required_argument, NULL, 'd' },
 		{ "shape", required_argument, NULL, 's' },
+		{ "from-profile", required_argument, NULL, 'P' },
 		{ "name", required_argument, NULL, 'n' },
 		{ "from", required_argument, NULL, 'f' },
 		{ "naive", no_argument, NULL, 'N' },
@@ -81,7 +88,8 @@ static int parse_start(int argc, char **argv, struct start_opts *o)
 		switch (opt) {
 		case 'b': o->backend = optarg; break;
 		case 'd': o->dtype = optarg; break;
-		case 's': o->shape = optarg; break;
+		case 's': strvec_push(&o->shapes, optarg); break;
+		case 'P': o->trace = optarg; break;
 		case 'n': o->name = optarg; break;
 		case 'f': o->from = optarg; break;
 		case 'N': o->naive = 1; break;
@@ -97,11 +105,21 @@ static int parse_start(int argc, char **argv, struct start_opts *o)
 	return 0;
 }
 
+/* dt to the front of p's dtypes: the one the benchmark's first shape
+ * runs in is the one the stages try first. */
+static void dtype_first(struct problem *p, enum ak_dtype dt)
+{
+	for (int i = p->n_dtypes - 1; i > 0; i--)
+		if (p->dtypes[i] == dt) {
+			p->dtypes[i] = p->dtypes[0];
+			p->dtypes[0] = dt;
+		}
+}
+
 static int make_problem(struct problem *p, const struct start_opts *o,
 			const char *backend)
 {
 	const struct op *op = op_find(o->op);
-	char err[256];
 
 	if (!op)
 		return error("unknown op '%s' (see 'git autokernel ops')", o->op);
@@ -119,10 +137,38 @@ static int make_problem(struct problem *p, const struct start_opts *o,
 	}
 	if (o->dtype && problem_set_dtypes(p, o->dtype) < 0)
 		return -1;
-	if (o->shape && shape_parse(&p->bench, op, o->shape, err,
-				    sizeof(err)) < 0)
-		return error("%s", err);
+	if (o->shapes.nr && problem_set_workload(p, o->shapes.v,
+						 (int)o->shapes.nr) < 0)
+		return -1;
+	if (!o->dtype)
+		dtype_first(p, p->work[0].dt);
 	return 0;
+}
+
+/* The workload the model ran op at, from a profiler trace, into
+ * o->shapes; 0 or error(). */
+static int workload_from_profile(struct start_opts *o)
+{
+	const struct op *op = op_find(o->op);
+	struct profile p;
+	int ret = 0, n = 0;
+
+	profile_init(&p);
+	if (!op || profile_read_trace(&p, o->trace) < 0) {
+		profile_release(&p);
+		return op ? -1 : 0;     /* an unknown op is reported later */
+	}
+	for (int i = 0; ops[i]; i++)
+		if (ops[i] == op)
+			n = profile_workload(&p.op[i], &o->shapes);
+	if (!n)
+		ret = error("'%s' has no call of %s with a shape (was it "
+			    "recorded with record_shapes=True?)", o->trace,
+			    o->op);
+	for (size_t i = 0; !ret && i < o->shapes.nr; i++)
+		printf("workload from the profile: %s\n", o->shapes.v[i]);
+	profile_release(&p);
+	return ret;
 }
 
 static int branch_exists(const char *branch)
@@ -178,23 +224,31 @@ static void undo_start(const char *orig, const char *branch, const char *dir)
 static void print_started(const char *branch, const char *name)
 {
 	git_oid head;
-	json_t *note = NULL;
+	json_t *note = NULL, *b;
+	size_t shapes;
 
 	if (!repo_head(&head))
 		note = note_read(&head);
+	b = json_object_get(note, "bench");
+	shapes = json_array_size(json_object_get(json_object_get(note,
+		"workload"), "shapes"));
 	printf("started %s: ", branch);
-	if (note)
-		printf("baseline %.2f us at %s %s, %.0f%% of the floor, on %s\n",
-		       json_number_value(json_object_get(note, "time_us")),
-		       json_string_value(json_object_get(json_object_get(note,
-						"bench"), "shape")),
-		       json_string_value(json_object_get(json_object_get(note,
-						"bench"), "dtype")),
-		       100 * json_number_value(json_object_get(note, "roofline")),
+	if (!note) {
+		printf("baseline committed\n");
+	} else {
+		printf("baseline %.2f us ", json_number_value(json_object_get(
+			note, "time_us")));
+		if (shapes > 1)
+			printf("(weighted over %zu shapes)", shapes);
+		else
+			printf("at %s %s", json_string_value(json_object_get(b,
+			       "shape")), json_string_value(json_object_get(b,
+			       "dtype")));
+		printf(", %.0f%% of the floor, on %s\n", 100 *
+		       json_number_value(json_object_get(note, "roofline")),
 		       json_string_value(json_object_get(json_object_get(note,
 						"device"), "name")));
-	else
-		printf("baseline committed\n");
+	}
 	printf("next: edit %s/ and 'git commit', or 'git autokernel run'\n",
 	       name);
 	json_decref(note);
@@ -213,7 +267,7 @@ static int device_answers(const char *backend)
 
 int cmd_start(int argc, char **argv)
 {
-	struct start_opts o = { 0 };
+	struct start_opts o = { .shapes = STRVEC_INIT };
 	struct problem p;
 	struct strbuf branch = STRBUF_INIT, src = STRBUF_INIT;
 	struct strbuf dir = STRBUF_INIT, msg = STRBUF_INIT;
@@ -245,7 +299,8 @@ int cmd_start(int argc, char **argv)
 		error("unknown backend '%s' (host, cuda, hip)", backend);
 		goto cleanup;
 	}
-	if (make_problem(&p, &o, backend) < 0 || starter_path(&src, &o, backend))
+	if ((o.trace && workload_from_profile(&o) < 0) ||
+	    make_problem(&p, &o, backend) < 0 || starter_path(&src, &o, backend))
 		goto cleanup;
 	rc = 3;
 	strbuf_addf(&branch, "autokernel/%s", o.name);
@@ -292,5 +347,6 @@ cleanup:
 	strbuf_release(&src);
 	strbuf_release(&dir);
 	strbuf_release(&msg);
+	strvec_clear(&o.shapes);
 	return rc;
 }

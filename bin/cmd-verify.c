@@ -145,7 +145,7 @@ static void print_bench(json_t *b, const char *const *labels, int n)
 }
 
 struct bench_opts {
-	const char *spec, *against, *dtype;
+	const char *spec, *against, *dtype, *shape;
 	double threshold;
 	int json, all_shapes;
 };
@@ -159,6 +159,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		{ "dtype", required_argument, NULL, 'd' },
 		{ "threshold", required_argument, NULL, 't' },
 		{ "all-shapes", no_argument, NULL, 's' },
+		{ "shape", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -172,6 +173,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		case 'a': o->against = optarg; break;
 		case 'd': o->dtype = optarg; break;
 		case 's': o->all_shapes = 1; break;
+		case 'S': o->shape = optarg; break;
 		case 't':
 			if (parse_fraction(optarg, &o->threshold) < 0)
 				return error("bad threshold '%s' (e.g. 5%%)",
@@ -194,8 +196,34 @@ static int env_rc(const struct bench_opts *o, int rc)
 	return o->against && rc ? 125 : rc;
 }
 
+/* The shapes bench times: the workload (or the one --shape names), and
+ * with --all-shapes the test shapes after it, weight 0. */
+static int bench_plan(struct work *w, int *n, const struct problem *p,
+		      const struct bench_opts *o, int dt_given, enum ak_dtype dt)
+{
+	char err[256];
+
+	*n = 0;
+	if (o->shape) {
+		if (shape_parse(&w[0].s, p->op, o->shape, err, sizeof(err)) < 0)
+			return error("%s", err);
+		w[0].weight = 1;
+		w[0].dt = dt;
+		*n = 1;
+	}
+	for (int i = 0; !o->shape && i < p->n_work; i++) {
+		w[(*n)++] = p->work[i];
+		if (dt_given)
+			w[*n - 1].dt = dt;
+	}
+	for (int i = 0; o->all_shapes && i < p->n_test &&
+	     *n < 2 * AK_OP_MAX_SHAPES; i++)
+		w[(*n)++] = (struct work){ p->test[i], 0, dt };
+	return 0;
+}
+
 static int bench_one_shape(struct judge *j, struct candidate *c,
-			   const struct bench_opts *o, enum ak_dtype dt,
+			   const struct bench_opts *o, const struct work *w,
 			   int n, const char *const *labels, json_t *all)
 {
 	static const int slots[] = { 0, 1 };
@@ -203,14 +231,15 @@ static int bench_one_shape(struct judge *j, struct candidate *c,
 	json_t *res = NULL;
 	int rc;
 
-	rc = bench_slots(&j->r, &c->p, NULL, dt, slots, n,
-			 judge_ceilings(j, 0), &res, &verdict);
+	rc = bench_fresh(&j->r, &c->p, &w->s, w->dt, slots, n,
+			 judge_ceilings(j, 0), 1.0, -1, &res, &verdict);
 	if (rc) {
 		fprintf(stderr, "error: %s\n", verdict.buf);
 		json_decref(res);
 		strbuf_release(&verdict);
 		return 1;
 	}
+	json_object_set_new(res, "weight", json_real(w->weight));
 	if (!o->json)
 		print_bench(res, labels, n);
 	json_array_append_new(all, res);
@@ -218,22 +247,49 @@ static int bench_one_shape(struct judge *j, struct candidate *c,
 	return 0;
 }
 
-static int bench_verdict(json_t *res, const struct bench_opts *o)
+/* The weighted total of kernel k over the shapes of all. */
+static double weighted(json_t *all, int k)
 {
-	json_t *ks = json_object_get(res, "kernels");
-	double a = json_number_value(json_object_get(json_array_get(ks, 0),
-						     "median_us"));
-	double b = json_number_value(json_object_get(json_array_get(ks, 1),
-						     "median_us"));
+	double t = 0;
+	json_t *b;
+	size_t i;
+
+	json_array_foreach(all, i, b)
+		t += json_number_value(json_object_get(b, "weight")) *
+			json_number_value(json_object_get(json_array_get(
+				json_object_get(b, "kernels"), k), "median_us"));
+	return t;
+}
+
+static int bench_verdict(json_t *out, json_t *all, const struct bench_opts *o)
+{
+	double a = weighted(all, 0), b = weighted(all, 1);
 	double slow = a / b - 1;
 
-	json_object_set_new(res, "ratio", json_real(a / b));
-	json_object_set_new(res, "slow", json_boolean(slow > o->threshold));
+	json_object_set_new(out, "ratio", json_real(a / b));
+	json_object_set_new(out, "slow", json_boolean(slow > o->threshold));
 	if (!o->json)
-		printf("ratio %.3fx: %s (threshold %.1f%%)\n", a / b,
+		printf("ratio %.3fx%s: %s (threshold %.1f%%)\n", a / b,
+		       json_array_size(all) > 1 ? " of the weighted totals" : "",
 		       slow > o->threshold ? "slow" : "fast",
 		       o->threshold * 100);
 	return slow > o->threshold ? 1 : 0;
+}
+
+/* One shape: its bench object, as before workloads; several: the
+ * shapes and their weighted totals. */
+static json_t *bench_output(json_t *all, int n)
+{
+	json_t *out;
+
+	if (json_array_size(all) == 1)
+		return json_incref(json_array_get(all, 0));
+	out = json_pack("{s:O,s:f}", "shapes", all, "total_us",
+			weighted(all, 0));
+	if (n > 1)
+		json_object_set_new(out, "against_total_us",
+				    json_real(weighted(all, 1)));
+	return out;
 }
 
 int cmd_bench(int argc, char **argv)
@@ -243,9 +299,10 @@ int cmd_bench(int argc, char **argv)
 	struct judge j = JUDGE_INIT;
 	struct strbuf verdict = STRBUF_INIT;
 	const char *labels[2];
-	json_t *all = json_array();
+	json_t *all = json_array(), *out;
+	struct work plan[2 * AK_OP_MAX_SHAPES];
 	enum ak_dtype dt;
-	int rc, n = 1;
+	int rc, n = 1, np = 0;
 
 	if ((rc = bench_parse(argc, argv, &o)))
 		return rc < 0 ? 0 : rc;
@@ -273,21 +330,25 @@ int cmd_bench(int argc, char **argv)
 	if (!o.json)
 		printf("bench %s on %s: %s\n", c.p.op->name, c.p.backend,
 		       judge_device_name(&j));
-	rc = bench_one_shape(&j, &c, &o, dt, n, labels, all);
-	for (int s = 0; !rc && o.all_shapes && s < c.p.n_test; s++) {
-		struct candidate shape = c;
-
-		shape.p.bench = c.p.test[s];
-		rc = bench_one_shape(&j, &shape, &o, dt, n, labels, all);
+	if (bench_plan(plan, &np, &c.p, &o, o.dtype != NULL, dt) < 0) {
+		rc = o.against ? 125 : 2;
+		goto cleanup;
 	}
+	for (int s = 0; !rc && s < np; s++)
+		rc = bench_one_shape(&j, &c, &o, &plan[s], n, labels, all);
 	if (rc) {
 		rc = env_rc(&o, rc);
 		goto cleanup;
 	}
+	out = bench_output(all, n);
+	if (!o.json && json_array_size(all) > 1)
+		printf("weighted total: %.2f us%s\n", weighted(all, 0),
+		       n > 1 ? "" : "");
 	if (o.against)
-		rc = bench_verdict(json_array_get(all, 0), &o);
+		rc = bench_verdict(out, all, &o);
 	if (o.json)
-		print_json(o.all_shapes ? all : json_array_get(all, 0));
+		print_json(out);
+	json_decref(out);
 cleanup:
 	json_decref(all);
 	judge_stop(&j);

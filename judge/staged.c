@@ -171,17 +171,23 @@ static double med(json_t *bench, int i)
 /* A candidate this much faster than the best is measured again. */
 #define SUSPICIOUS 10.0
 
-/* The interleaved benchmark of the candidate, HEAD and the baseline;
- * 0, or 1 after a rejection. */
-static int bench_once(struct judging *x, int n, double scale, json_t **b)
+static double tot(json_t *wl, const char *key)
+{
+	return json_number_value(json_object_get(json_object_get(wl, "total"),
+						 key));
+}
+
+/* The interleaved benchmark of the candidate, HEAD and the baseline at
+ * every shape of the workload; 0, or 1 after a rejection. */
+static int bench_once(struct judging *x, int n, double scale, json_t **wl)
 {
 	static const int slots[3] = { 0, 1, 2 };
 
-	if (bench_fresh(&x->j.r, &x->cand.p, &x->cand.p.bench,
-			x->cand.p.dtypes[0], slots, n, judge_ceilings(&x->j, 0),
-			scale, b, &x->verdict)) {
-		json_object_set_new(x->res, "bench", *b ? *b : json_null());
-		*b = NULL;
+	if (bench_workload(&x->j.r, &x->cand.p, slots, n,
+			   judge_ceilings(&x->j, 0), scale, config_min_gain(),
+			   wl, &x->verdict)) {
+		json_object_set_new(x->res, "workload", *wl ? *wl : json_null());
+		*wl = NULL;
 		reject(x, "integrity");
 		return 1;
 	}
@@ -193,59 +199,82 @@ static int bench_once(struct judging *x, int n, double scale, json_t **b)
  * harness bug or a trick than a discovery: it is judged again by a fresh
  * runner process with twice the timed calls, and that second run stands.
  */
-static int bench_suspicious(struct judging *x, int n, json_t **b)
+static int bench_suspicious(struct judging *x, int n, json_t **wl)
 {
-	double ratio = med(*b, 1) / med(*b, 0);
+	double ratio = tot(*wl, "best_us") / tot(*wl, "candidate_us");
 
 	if (n < 2 || !(ratio > SUSPICIOUS))
 		return 0;
 	fprintf(x->out, "  %.1fx faster than HEAD: judged again by a fresh "
 		"runner with twice the timed calls\n", ratio);
 	json_object_set_new(x->res, "rejudged", json_pack("{s:f,s:f}",
-		"head_ratio", ratio, "time_us", med(*b, 0)));
-	json_decref(*b);
-	*b = NULL;
+		"head_ratio", ratio, "time_us", tot(*wl, "candidate_us")));
+	json_decref(*wl);
+	*wl = NULL;
 	runner_recycle(&x->j.r);
-	return bench_once(x, n, 2.0, b);
+	return bench_once(x, n, 2.0, wl);
+}
+
+/* A line per shape: the candidate, HEAD, the baseline, the floor. */
+static void print_shapes(struct judging *x, json_t *wl, int n)
+{
+	json_t *sh;
+	size_t i;
+
+	json_array_foreach(json_object_get(wl, "shapes"), i, sh) {
+		json_t *ks = json_object_get(sh, "kernels");
+
+		fprintf(x->out, "  bench %s %s", json_string_value(
+			json_object_get(sh, "shape")), json_string_value(
+			json_object_get(sh, "dtype")));
+		if (json_array_size(json_object_get(wl, "shapes")) > 1)
+			fprintf(x->out, " (weight %.2f)", json_number_value(
+				json_object_get(sh, "weight")));
+		fprintf(x->out, ": %.2f us", med(sh, 0));
+		if (n > 1)
+			fprintf(x->out, ", HEAD %.2f us", med(sh, 1));
+		if (n > 2)
+			fprintf(x->out, ", baseline %.2f us", med(sh, 2));
+		fprintf(x->out, ", floor %.2f us (%.0f%% of it)\n",
+			json_number_value(json_object_get(sh, "floor_us")),
+			100 * json_number_value(json_object_get(
+				json_array_get(ks, 0), "roofline")));
+	}
+	if (json_array_size(json_object_get(wl, "shapes")) > 1)
+		fprintf(x->out, "  weighted total: %.2f us%s\n",
+			tot(wl, "candidate_us"), n > 1 ? "" : " (baseline)");
 }
 
 static int judge_bench(struct judging *x)
 {
 	int n = 1;
-	json_t *b = NULL, *k;
-	enum ak_dtype dt = x->cand.p.dtypes[0];
-	double speedup = 1, t;
-	char shape[128];
+	json_t *wl = NULL;
+	double t, speedup = 1;
 
 	if (!x->baseline)
 		n = x->have_base ? 3 : 2;
 	phase("benchmark");
-	if (bench_once(x, n, 1.0, &b) || bench_suspicious(x, n, &b))
+	if (bench_once(x, n, 1.0, &wl) || bench_suspicious(x, n, &wl))
 		return 1;
-	json_object_set_new(x->res, "bench", b);
-	k = json_array_get(json_object_get(b, "kernels"), 0);
-	t = med(b, 0);
+	json_object_set_new(x->res, "workload", wl);
+	/* the first shape's figures where one bench was read before */
+	json_object_set(x->res, "bench", json_array_get(json_object_get(wl,
+		"shapes"), 0));
+	t = tot(wl, "candidate_us");
 	if (n == 2)
-		speedup = med(b, 1) / t;
+		speedup = tot(wl, "best_us") / t;
 	if (n == 3)
-		speedup = med(b, 2) / t;
+		speedup = tot(wl, "baseline_us") / t;
 	/* the figure the keep rule decides on: the best against the
 	 * candidate in this same interleaved run */
 	if (n > 1)
 		json_object_set_new(x->res, "head_ratio",
-				    json_real(med(b, 1) / t));
-	shape_format(&x->cand.p.bench, shape, sizeof(shape));
-	fprintf(x->out, "  bench %s %s: %.2f us", shape, dtype_name(dt), t);
-	if (n > 1)
-		fprintf(x->out, ", HEAD %.2f us", med(b, 1));
-	if (n > 2)
-		fprintf(x->out, ", baseline %.2f us", med(b, 2));
-	fprintf(x->out, ", floor %.2f us (%.0f%% of it)\n",
-		json_number_value(json_object_get(b, "floor_us")),
-		100 * json_number_value(json_object_get(k, "roofline")));
+				    json_real(tot(wl, "best_us") / t));
+	print_shapes(x, wl, n);
 	json_object_set_new(x->res, "time_us", json_real(t));
 	json_object_set_new(x->res, "speedup", json_real(speedup));
-	json_object_set(x->res, "roofline", json_object_get(k, "roofline"));
+	json_object_set_new(x->res, "roofline",
+			    json_real(tot(wl, "floor_us") / t));
 	return 0;
 }
 
@@ -255,8 +284,9 @@ static void decide(struct judging *x)
 	int keep = 1;
 
 	if (!x->baseline)
-		keep = bench_keep(json_object_get(x->res, "bench"),
-				  config_min_gain(), &why);
+		keep = workload_keep(json_object_get(x->res, "workload"),
+				     config_min_gain(), config_fraction(
+				     "autokernel.maxShapeRegression", 0), &why);
 	else
 		strbuf_addstr(&why, "baseline: verified and measured");
 	strbuf_reset(&x->verdict);
@@ -264,7 +294,8 @@ static void decide(struct judging *x)
 	if (!keep) {
 		/* slower beyond the noise, or not faster beyond it (or by
 		 * less than minGain): the reasons SPEC section 6 names */
-		reject(x, starts_with(why.buf, "slower") ? "slower" : "noise");
+		reject(x, starts_with(why.buf, "slower at") ? "shape" :
+		       starts_with(why.buf, "slower") ? "slower" : "noise");
 	} else {
 		json_object_set_new(x->res, "keep", json_true());
 		json_object_set_new(x->res, "status", json_string(

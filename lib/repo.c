@@ -241,18 +241,23 @@ double config_double(const char *key, double def)
 	return v;
 }
 
-double config_min_gain(void)
+double config_fraction(const char *key, double def)
 {
-	char *s = config_string("autokernel.minGain", NULL);
-	double v = 0.01;
+	char *s = config_string(key, NULL);
+	double v = def;
 
 	if (s && parse_fraction(s, &v) < 0) {
-		warning("autokernel.minGain '%s' is not a percentage; using 1%%",
-			s);
-		v = 0.01;
+		warning("%s '%s' is not a percentage; using %g%%", key, s,
+			def * 100);
+		v = def;
 	}
 	free(s);
 	return v;
+}
+
+double config_min_gain(void)
+{
+	return config_fraction("autokernel.minGain", 0.01);
 }
 
 int config_timeout_ms(void)

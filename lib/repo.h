@@ -38,7 +38,9 @@ char *config_string(const char *key, const char *def);
 int config_int(const char *key, int def);
 int config_bool(const char *key, int def);
 double config_double(const char *key, double def);
-/* autokernel.minGain: "1%", "0.01" or "1" (parse_fraction()). */
+/* A fraction: "1%", "0.01" or "1" (parse_fraction()), else def. */
+double config_fraction(const char *key, double def);
+/* autokernel.minGain, default 1%. */
 double config_min_gain(void);
 int config_timeout_ms(void);
 

@@ -71,6 +71,68 @@ void problem_default(struct problem *p, const struct op *op,
 	memcpy(p->tol, op->tol, sizeof(p->tol));
 	op->scalars(&p->bench, p->scalar);
 	p->seed = DEFAULT_SEED;
+	p->n_work = 1;
+	p->work[0] = (struct work){ p->bench, 1.0, p->dtypes[0] };
+}
+
+void problem_normalize_workload(struct problem *p)
+{
+	double sum = 0;
+
+	for (int i = 0; i < p->n_work; i++)
+		sum += p->work[i].weight;
+	for (int i = 0; i < p->n_work; i++)
+		p->work[i].weight /= sum > 0 ? sum : 1;
+	if (p->n_work)
+		p->bench = p->work[0].s;
+}
+
+static int has_dtype(const struct problem *p, enum ak_dtype dt)
+{
+	for (int i = 0; i < p->n_dtypes; i++)
+		if (p->dtypes[i] == dt)
+			return 1;
+	return 0;
+}
+
+/* One "SHAPE[:WEIGHT[:DTYPE]]" into w; 0 or error(). */
+static int parse_work(struct work *w, const struct problem *p,
+		      const char *spec)
+{
+	char *copy = xstrdup(spec), *weight = strchr(copy, ':'), *dt = NULL;
+	char *end;
+	int ret = 0;
+
+	if (weight) {
+		*weight++ = '\0';
+		if ((dt = strchr(weight, ':')))
+			*dt++ = '\0';
+	}
+	w->weight = 1.0;
+	w->dt = p->dtypes[0];
+	if (parse_shape_or_die(&w->s, p->op, copy) < 0)
+		ret = -1;
+	else if (weight && *weight &&
+		 (!((w->weight = strtod(weight, &end)) > 0) || *end))
+		ret = error("bad weight '%s' in '%s': a number over 0", weight,
+			    spec);
+	else if (dt && (dtype_parse(dt, &w->dt) < 0 || !has_dtype(p, w->dt)))
+		ret = error("dtype '%s' in '%s' is not one of the problem's",
+			    dt, spec);
+	free(copy);
+	return ret;
+}
+
+int problem_set_workload(struct problem *p, const char *const *specs, int n)
+{
+	if (n > AK_OP_MAX_SHAPES)
+		return error("at most %d workload shapes", AK_OP_MAX_SHAPES);
+	for (int i = 0; i < n; i++)
+		if (parse_work(&p->work[i], p, specs[i]) < 0)
+			return -1;
+	p->n_work = n;
+	problem_normalize_workload(p);
+	return 0;
 }
 
 int problem_set_dtypes(struct problem *p, const char *list)
@@ -99,6 +161,9 @@ int problem_set_dtypes(struct problem *p, const char *list)
 		ret = error("no dtype in '%s'", list);
 	if (!ret)
 		p->n_dtypes = n;
+	for (int i = 0; !ret && i < p->n_work; i++)
+		if (!has_dtype(p, p->work[i].dt))
+			p->work[i].dt = p->dtypes[0];
 	free(copy);
 	return ret;
 }
@@ -109,6 +174,17 @@ static json_t *shape_json(const struct shape *s)
 
 	shape_format(s, buf, sizeof(buf));
 	return json_string(buf);
+}
+
+static json_t *workload_json(const struct problem *p)
+{
+	json_t *a = json_array();
+
+	for (int i = 0; i < p->n_work; i++)
+		json_array_append_new(a, json_pack("{s:o,s:f,s:s}", "shape",
+			shape_json(&p->work[i].s), "weight", p->work[i].weight,
+			"dtype", dtype_name(p->work[i].dt)));
+	return a;
 }
 
 char *problem_dump(const struct problem *p)
@@ -125,6 +201,8 @@ char *problem_dump(const struct problem *p)
 		json_array_append_new(a, json_string(dtype_name(p->dtypes[i])));
 	json_object_set_new(j, "dtypes", a);
 	json_object_set_new(j, "bench_shape", shape_json(&p->bench));
+	if (p->n_work > 1 || p->work[0].dt != p->dtypes[0])
+		json_object_set_new(j, "workload", workload_json(p));
 	json_object_set_new(j, "smoke_shape", shape_json(&p->smoke));
 	a = json_array();
 	for (int i = 0; i < p->n_test; i++)
@@ -178,6 +256,42 @@ static int get_shape(json_t *j, const char *key, struct shape *s,
 		return error("%s: missing '%s'", origin, key);
 	if (parse_shape_or_die(s, op, v) < 0)
 		return error("%s: bad '%s'", origin, key);
+	return 0;
+}
+
+/* "workload": [{"shape", "weight", "dtype"}, ...]; absent, the bench
+ * shape alone at the first dtype. */
+static int get_workload(json_t *j, struct problem *p, const char *origin)
+{
+	json_t *a = json_object_get(j, "workload"), *v;
+	size_t i;
+
+	p->n_work = 1;
+	p->work[0] = (struct work){ p->bench, 1.0, p->dtypes[0] };
+	if (!a)
+		return 0;
+	if (!json_is_array(a) || !json_array_size(a) ||
+	    json_array_size(a) > AK_OP_MAX_SHAPES)
+		return error("%s: 'workload' must be a list of 1 to %d shapes",
+			     origin, AK_OP_MAX_SHAPES);
+	json_array_foreach(a, i, v) {
+		struct work *w = &p->work[i];
+		const char *dt = json_string_value(json_object_get(v, "dtype"));
+		json_t *wt = json_object_get(v, "weight");
+
+		if (get_shape(v, "shape", &w->s, p->op, origin) < 0)
+			return -1;
+		w->weight = wt ? json_number_value(wt) : 1.0;
+		if (!(w->weight > 0))
+			return error("%s: workload weights must be over 0",
+				     origin);
+		w->dt = p->dtypes[0];
+		if (dt && (dtype_parse(dt, &w->dt) < 0 || !has_dtype(p, w->dt)))
+			return error("%s: workload dtype '%s' is not one of "
+				     "the problem's", origin, dt);
+	}
+	p->n_work = (int)json_array_size(a);
+	problem_normalize_workload(p);
 	return 0;
 }
 
@@ -266,7 +380,7 @@ int problem_parse(struct problem *p, const char *text, const char *origin)
 	    get_shape(j, "smoke_shape", &p->smoke, op, origin) ||
 	    get_shapes(j, "test_shapes", p->test, &p->n_test, op, origin) ||
 	    get_shapes(j, "edge_shapes", p->edge, &p->n_edge, op, origin) ||
-	    get_tolerances(j, p, origin))
+	    get_tolerances(j, p, origin) || get_workload(j, p, origin))
 		goto cleanup;
 	sc = json_object_get(j, "scalars");
 	for (size_t i = 0; i < 4 && i < json_array_size(sc); i++)

@@ -12,6 +12,13 @@
 
 #include "ops/ops.h"
 
+/* One shape of the workload: the model's share of the op's time there. */
+struct work {
+	struct shape s;
+	double weight;                  /* the weights sum to 1 */
+	enum ak_dtype dt;
+};
+
 struct problem {
 	const struct op *op;
 	char backend[16];
@@ -21,6 +28,10 @@ struct problem {
 	struct shape smoke, bench;
 	struct shape test[AK_OP_MAX_SHAPES], edge[AK_OP_MAX_SHAPES];
 	int n_test, n_edge;
+	/* the benchmark's shapes: "workload" in problem.json, else one, the
+	 * bench shape at the first dtype, weight 1 (bench is work[0].s) */
+	struct work work[AK_OP_MAX_SHAPES];
+	int n_work;
 	struct tolerance tol[3];        /* by dtype: f16, bf16, f32 */
 	double scalar[4];
 	unsigned long long seed;
@@ -38,6 +49,16 @@ void problem_default(struct problem *p, const struct op *op,
 int problem_parse(struct problem *p, const char *text, const char *origin);
 int problem_load(struct problem *p, const char *path);
 char *problem_dump(const struct problem *p);
+/*
+ * The workload from "SHAPE[:WEIGHT[:DTYPE]]" strings (--shape): weights
+ * default to 1 and are normalized, a dtype must be one of p's, and the
+ * first shape becomes the bench shape.  0 or error().
+ */
+int problem_set_workload(struct problem *p, const char *const *specs,
+			 int n);
+/* Weights that sum to 1, and bench = work[0]'s shape. */
+void problem_normalize_workload(struct problem *p);
+
 /* "f16,bf16" -> dtypes; 0 or error(). */
 int problem_set_dtypes(struct problem *p, const char *list);
 

@@ -41,6 +41,7 @@
 #include <jansson.h>
 #include "ops/dtype.h"
 #include "ops/ops.h"
+#include "lib/run.h"
 
 #define PROF_MAX_OPS 16
 
@@ -127,6 +128,14 @@ void prof_ceilings_find(struct prof_ceilings *c, const char *device,
 
 /* Floors, shares, bounds and the ranking. */
 void profile_finish(struct profile *p, const struct prof_ceilings *c);
+
+/*
+ * The op's workload: "SHAPE:WEIGHT[:DTYPE]" strings (start --shape), one
+ * per traced shape, weighted by its share of the op's time, those under
+ * 1% merged into their nearest neighbour; the number pushed (0: no call
+ * had a shape).
+ */
+int profile_workload(const struct prof_op *o, struct strvec *specs);
 
 /* The floor of one call, in microseconds. */
 double prof_floor_us(const struct op *op, const struct shape *s,

@@ -120,6 +120,11 @@ struct fresh {
 	int lockstep, n_slots, failed;
 	long long calls, t0, wall_ns, check_ns;
 	struct strbuf why;
+	/* the candidate's and the best's times so far, for settled() */
+	int slot[2];
+	double *t[2], settle_gain;
+	size_t nt[2], alloc[2];
+	int settled;
 };
 
 /* A seed no kernel can know: from the kernel's entropy pool. */
@@ -203,6 +208,8 @@ static void fresh_release(struct fresh *f)
 {
 	for (int i = 0; i < AK_OP_MAX_IN; i++)
 		free(f->in[i].data);
+	free(f->t[0]);
+	free(f->t[1]);
 	strbuf_release(&f->why);
 }
 
@@ -373,6 +380,48 @@ static int check_call(struct fresh *f, long long k, int slot, uint64_t seed)
 	return fail;
 }
 
+/* One timing of the candidate (slot[0]) or the best (slot[1]). */
+static void record(struct fresh *f, int slot, double us)
+{
+	for (int i = 0; i < 2; i++)
+		if (f->slot[i] == slot) {
+			ALLOC_GROW(f->t[i], f->nt[i] + 1, f->alloc[i]);
+			f->t[i][f->nt[i]++] = us;
+		}
+}
+
+static void quartiles(const double *v, size_t n, double *q1, double *q3)
+{
+	double *s = xmalloc(sizeof(double) * (n ? n : 1));
+
+	memcpy(s, v, sizeof(double) * n);
+	qsort(s, n, sizeof(double), cmp_double);
+	*q1 = quantile(s, n, 0.25);
+	*q3 = quantile(s, n, 0.75);
+	free(s);
+}
+
+/*
+ * A sequential test on the timings so far: once each kernel has its
+ * minimum of calls, the benchmark of this shape ends when the middle
+ * halves of the candidate's and the best's timings are apart by more than
+ * the gain that decides (faster), or apart the other way (slower).  The
+ * keep rule would decide the same on more calls; an undecided pair runs
+ * to its budget.
+ */
+static int settled(struct fresh *f)
+{
+	double a1, a3, b1, b3;
+
+	if (f->settle_gain < 0 || f->n_slots < 2 ||
+	    f->nt[0] < BENCH_WARMUP + BENCH_MIN_ITERS ||
+	    f->nt[1] < BENCH_WARMUP + BENCH_MIN_ITERS)
+		return 0;
+	quartiles(f->t[0] + BENCH_WARMUP, f->nt[0] - BENCH_WARMUP, &a1, &a3);
+	quartiles(f->t[1] + BENCH_WARMUP, f->nt[1] - BENCH_WARMUP, &b1, &b3);
+	return a3 < b1 * (1 - f->settle_gain) || a1 > b3;
+}
+
 /* The parent's side of the conversation: every call checked, until the
  * runner's last line (returned).  NULL when the runner died (why). */
 static json_t *converse(struct fresh *f, struct runner *r, json_t *first,
@@ -388,7 +437,14 @@ static json_t *converse(struct fresh *f, struct runner *r, json_t *first,
 			json_object_get(msg, "seed"));
 		/* the wall clock bounds what checking costs: past twice the
 		 * budget, stop once every kernel has its minimum */
-		int stop = f->failed || (k + 1 >= min_calls &&
+		int stop;
+
+		record(f, slot, json_number_value(json_object_get(msg, "us")));
+		if (!f->settled && settled(f)) {
+			f->settled = 1;
+			trace("bench", "settled after %lld calls", k + 1);
+		}
+		stop = f->failed || f->settled || (k + 1 >= min_calls &&
 			(now_ns() - f->t0) / 1e6 > 2 * budget_ms + 1000);
 		json_t *ans = json_pack("{s:o,s:b}", "spans", spans_for_call(f),
 					"stop", stop);
@@ -449,9 +505,10 @@ static int bench_times(const struct problem *p, const struct fresh *f,
 			    kernels, "copy", copy, "floor_us", fl, "floor_kind",
 			    kind, "bytes", p->op->bytes(f->s, f->dt), "flops",
 			    p->op->flops(f->s));
-	json_object_set_new(*result, "checked", json_pack("{s:I,s:I,s:f}",
+	json_object_set_new(*result, "checked", json_pack("{s:I,s:I,s:f,s:b}",
 		"calls", (json_int_t)f->calls, "rows_per_call",
-		(json_int_t)f->nrows, "check_s", f->check_ns / 1e9));
+		(json_int_t)f->nrows, "check_s", f->check_ns / 1e9, "settled",
+		f->settled));
 	lim = impossible_under(p, f->dt, fl, kind, ceilings);
 	for (int i = 0; !ret && i < n; i++) {
 		double med = json_number_value(json_object_get(
@@ -522,8 +579,8 @@ static int bench_outcome(json_t *res, struct strbuf *verdict)
 
 int bench_fresh(struct runner *r, const struct problem *p,
 		const struct shape *s, enum ak_dtype dt, const int *slots,
-		int n, json_t *ceilings, double scale, json_t **result,
-		struct strbuf *verdict)
+		int n, json_t *ceilings, double scale, double settle_gain,
+		json_t **result, struct strbuf *verdict)
 {
 	struct fresh f;
 	json_t *req = NULL, *res = NULL;
@@ -538,6 +595,9 @@ int bench_fresh(struct runner *r, const struct problem *p,
 	budget *= scale;
 	if (fresh_init(&f, r, p, s, dt, n) < 0)
 		goto cleanup;
+	f.settle_gain = settle_gain;
+	f.slot[0] = slots[0];
+	f.slot[1] = n > 1 ? slots[1] : -1;
 	req = bench_request(r, &f, slots, n, budget, seed);
 	timeout = r->timeout_ms * (n + 1) + (int)(4 * budget);
 	res = runner_request(r, req, timeout, verdict);
@@ -562,16 +622,6 @@ cleanup:
 	return ret;
 }
 
-int bench_slots(struct runner *r, const struct problem *p, struct cases *cs,
-		enum ak_dtype dt, const int *slots, int n, json_t *ceilings,
-		json_t **result, struct strbuf *verdict)
-{
-	/* no thread may load the CPU while a kernel is timed */
-	if (cs)
-		cases_halt(cs);
-	return bench_fresh(r, p, &p->bench, dt, slots, n, ceilings, 1.0,
-			   result, verdict);
-}
 
 /* The standard error of a median from the interquartile range. */
 static double median_se(json_t *k)
@@ -583,21 +633,15 @@ static double median_se(json_t *k)
 	return 0.93 * iqr / sqrt(n > 1 ? n : 1);
 }
 
-int bench_keep(json_t *bench, double min_gain, struct strbuf *why)
+/*
+ * The keep rule on two times ta (the candidate) and tb (the best) with the
+ * noise of their difference: faster beyond the noise, or with the middle
+ * halves of the timings apart, and by at least min_gain.
+ */
+static int keep_rule(double ta, double tb, double noise, int apart,
+		     double min_gain, struct strbuf *why)
 {
-	json_t *ks = json_object_get(bench, "kernels");
-	json_t *a = json_array_get(ks, 0), *b = json_array_get(ks, 1);
-	double ta = json_number_value(json_object_get(a, "median_us"));
-	double tb = json_number_value(json_object_get(b, "median_us"));
-	double noise = 2 * sqrt(median_se(a) * median_se(a) +
-				median_se(b) * median_se(b));
 	double gain = (tb - ta) / tb;
-	/* The middle halves of the two samples apart: beyond the noise
-	 * whatever the standard errors say, which a loaded machine's
-	 * preempted calls inflate (an 18x faster host kernel was once "within
-	 * the noise" of a best whose IQR spanned milliseconds). */
-	int apart = json_number_value(json_object_get(a, "q3_us")) <
-		json_number_value(json_object_get(b, "q1_us"));
 
 	if (ta <= 0 || tb <= 0) {
 		strbuf_addstr(why, "no timing");
@@ -624,4 +668,140 @@ int bench_keep(json_t *bench, double min_gain, struct strbuf *why)
 		    "%.2f us%s)", ta, tb, gain * 100, noise, tb - ta <= noise ?
 		    "; the middle halves of the timings do not overlap" : "");
 	return 1;
+}
+
+static double num(json_t *o, const char *key)
+{
+	return json_number_value(json_object_get(o, key));
+}
+
+/* The middle halves of the two samples apart: beyond the noise whatever
+ * the standard errors say, which a loaded machine's preempted calls
+ * inflate (an 18x faster host kernel was once "within the noise" of a
+ * best whose IQR spanned milliseconds). */
+static int halves_apart(json_t *a, json_t *b)
+{
+	return num(a, "q3_us") < num(b, "q1_us");
+}
+
+static double pair_noise(json_t *a, json_t *b)
+{
+	return 2 * sqrt(median_se(a) * median_se(a) +
+			median_se(b) * median_se(b));
+}
+
+int bench_keep(json_t *bench, double min_gain, struct strbuf *why)
+{
+	json_t *ks = json_object_get(bench, "kernels");
+	json_t *a = json_array_get(ks, 0), *b = json_array_get(ks, 1);
+
+	return keep_rule(num(a, "median_us"), num(b, "median_us"),
+			 pair_noise(a, b), halves_apart(a, b), min_gain, why);
+}
+
+/* A shape where the candidate is slower than the best beyond that
+ * shape's own noise and by more than max_regress; NULL if none. */
+static json_t *regressed(json_t *shapes, double max_regress, double *by)
+{
+	size_t i;
+	json_t *sh;
+
+	json_array_foreach(shapes, i, sh) {
+		json_t *ks = json_object_get(sh, "kernels");
+		json_t *a = json_array_get(ks, 0), *b = json_array_get(ks, 1);
+		double ta = num(a, "median_us"), tb = num(b, "median_us");
+
+		if (ta - tb > pair_noise(a, b) && tb > 0 &&
+		    (ta - tb) / tb > max_regress) {
+			*by = (ta - tb) / tb;
+			return sh;
+		}
+	}
+	return NULL;
+}
+
+int workload_keep(json_t *wl, double min_gain, double max_regress,
+		  struct strbuf *why)
+{
+	json_t *shapes = json_object_get(wl, "shapes"), *sh;
+	json_t *tot = json_object_get(wl, "total");
+	double ta = num(tot, "candidate_us"), tb = num(tot, "best_us"), by = 0;
+	int keep;
+
+	if (json_array_size(shapes) == 1)
+		return bench_keep(json_array_get(shapes, 0), min_gain, why);
+	keep = keep_rule(ta, tb, num(tot, "noise_us"),
+			 json_is_true(json_object_get(tot, "apart")),
+			 min_gain, why);
+	if (keep && (sh = regressed(shapes, max_regress, &by))) {
+		strbuf_reset(why);
+		strbuf_addf(why, "slower at %s (%+.0f%%), though %.0f%% faster "
+			    "overall: %.2f us vs %.2f us", json_string_value(
+			    json_object_get(sh, "shape")), by * 100,
+			    (tb - ta) / tb * 100, ta, tb);
+		return 0;
+	}
+	return keep;
+}
+
+/* The weighted totals of a workload's benchmarks, slots 0 and 1. */
+static json_t *workload_total(json_t *shapes, int n)
+{
+	double t[3] = { 0 }, var = 0, fl = 0;
+	int apart = 1;
+	size_t i;
+	json_t *sh;
+
+	json_array_foreach(shapes, i, sh) {
+		json_t *ks = json_object_get(sh, "kernels");
+		double w = num(sh, "weight");
+
+		for (int k = 0; k < n && k < 3; k++)
+			t[k] += w * num(json_array_get(ks, k), "median_us");
+		fl += w * num(sh, "floor_us");
+		if (n > 1) {
+			double nz = pair_noise(json_array_get(ks, 0),
+					       json_array_get(ks, 1)) / 2;
+
+			var += w * w * nz * nz;
+			apart &= halves_apart(json_array_get(ks, 0),
+					      json_array_get(ks, 1));
+		}
+	}
+	return json_pack("{s:f,s:f,s:f,s:f,s:f,s:b}", "candidate_us", t[0],
+			 "best_us", t[1], "baseline_us", t[2], "floor_us", fl,
+			 "noise_us", 2 * sqrt(var), "apart", n > 1 && apart);
+}
+
+int bench_workload(struct runner *r, const struct problem *p,
+		   const int *slots, int n, json_t *ceilings, double scale,
+		   double settle_gain, json_t **result, struct strbuf *verdict)
+{
+	json_t *shapes = json_array();
+	int ret = 0;
+
+	*result = NULL;
+	for (int i = 0; i < p->n_work && !ret; i++) {
+		const struct work *w = &p->work[i];
+		json_t *b = NULL;
+
+		/* the time budget shared among the shapes */
+		ret = bench_fresh(r, p, &w->s, w->dt, slots, n, ceilings,
+				  scale / p->n_work, settle_gain, &b, verdict);
+		if (b) {
+			json_object_set_new(b, "weight", json_real(w->weight));
+			json_array_append_new(shapes, b);
+		}
+		if (ret && p->n_work > 1) {
+			char sh[128];
+
+			shape_format(&w->s, sh, sizeof(sh));
+			strbuf_insert_front(verdict, ": ");
+			strbuf_insert_front(verdict, sh);
+			strbuf_insert_front(verdict, "at ");
+		}
+	}
+	*result = json_pack("{s:o,s:o}", "total", workload_total(shapes, n),
+			    "shapes", shapes);
+	return ret;
 }

@@ -233,9 +233,9 @@ static size_t cases_mapping_size(const struct cases *cs)
 		if (l.size > most)
 			most = l.size;
 	}
-	if (cs->bench_dt >= 0) {
-		size_t b = bench_mapping_size(cs->p, &cs->p->bench,
-					      (enum ak_dtype)cs->bench_dt);
+	for (int i = 0; cs->bench_dt >= 0 && i < cs->p->n_work; i++) {
+		size_t b = bench_mapping_size(cs->p, &cs->p->work[i].s,
+					      cs->p->work[i].dt);
 
 		if (b > most)
 			most = b;

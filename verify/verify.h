@@ -9,8 +9,8 @@
  *	runner_load(&r, 0, "/cache/ab12.so", &why);
  *	rc = verify_stages(&r, &p, cs, 0, &result, &verdict, NULL);  // 0 pass
  *	int slots[] = { 0, 1 };             // candidate, current best
- *	rc = bench_slots(&r, &p, cs, AK_F16, slots, 2, ceilings, &bench,
- *			 &verdict);
+ *	rc = bench_workload(&r, &p, slots, 2, ceilings, 1.0, 0.01,
+ *			    &bench, &verdict);  // every workload shape
  *	cases_free(cs);
  *
  * Every result is a JSON object the caller owns (json_decref); verdict is
@@ -60,24 +60,42 @@ int verify_stages(struct runner *r, const struct problem *p,
 		  struct cases *cs, int slot, json_t **result,
 		  struct strbuf *verdict, FILE *progress);
 
-/* Times slots[0..n-1] interleaved at the bench shape (dtype: dt), with a
- * copy of the op's minimum traffic.  cs as for verify_stages() (its
- * benchmark case is used when its dtype is dt).  ceilings may be NULL
- * (floor: the copy alone).  0 ok, 1 a kernel failed during timing (wrong
- * output of a timed call, integrity), -1 harness failure. */
-int bench_slots(struct runner *r, const struct problem *p, struct cases *cs,
-		enum ak_dtype dt, const int *slots, int n, json_t *ceilings,
-		json_t **result, struct strbuf *verdict);
-
 /*
- * The same at shape s, scale times the usual time budget: every call of
- * every kernel on inputs generated afresh on the device, its output
- * checked on rows chosen after it (doc/runner-protocol.md).
+ * Times slots[0..n-1] (0: the candidate, 1: the best) interleaved at
+ * shape s in dtype dt, with a copy of the op's minimum traffic; every
+ * call of every kernel on inputs generated afresh on the device, its
+ * output checked on rows chosen after it (doc/runner-protocol.md);
+ * scale times the usual time budget; with settle_gain >= 0 it ends early
+ * once the verdict is settled.  ceilings may be NULL (floor: the copy
+ * alone).  0 ok, 1 a kernel failed during timing (a wrong output of a
+ * timed call, integrity; verdict says which call), -1 harness failure.
  */
 int bench_fresh(struct runner *r, const struct problem *p,
 		const struct shape *s, enum ak_dtype dt, const int *slots,
-		int n, json_t *ceilings, double scale, json_t **result,
-		struct strbuf *verdict);
+		int n, json_t *ceilings, double scale, double settle_gain,
+		json_t **result, struct strbuf *verdict);
+
+/*
+ * Every shape of p's workload (problem.h) in turn, the time budget shared
+ * among them; result = {"shapes": [bench, each with its "weight"],
+ * "total": {candidate_us, best_us, baseline_us, floor_us, noise_us,
+ * apart}}, the totals weighted (the model's time in the op).  With
+ * settle_gain >= 0 a shape ends early once its verdict is settled
+ * (bench.c: settled()).  0, or 1 with verdict naming the shape.
+ */
+int bench_workload(struct runner *r, const struct problem *p,
+		   const int *slots, int n, json_t *ceilings, double scale,
+		   double settle_gain, json_t **result, struct strbuf *verdict);
+
+/*
+ * The keep rule on a workload's result: the weighted total beats the
+ * best's beyond the total's noise and by min_gain, and no shape is slower
+ * than the best's beyond its own noise by more than max_regress ("slower
+ * at 32x50257 (+41%), though 12% faster overall").  One shape: exactly
+ * bench_keep().
+ */
+int workload_keep(json_t *wl, double min_gain, double max_regress,
+		  struct strbuf *why);
 
 /* The keep rule of SPEC section 6 on a bench result whose kernel 0 is the
  * candidate and kernel 1 the current best: 1 keep, 0 reject (why says).

@@ -1,0 +1,148 @@
+#!/bin/sh
+# A branch is judged where the model runs: a workload of shapes with
+# weights, the keep rule on the weighted total, no shape slower than the
+# best beyond its noise (autokernel.maxShapeRegression), the workload from
+# a profile, and old single-shape problems judged as before.
+. "$(dirname "$0")/lib.sh"
+
+K="$TEST_DIR/kernels/cheat"
+small_problem softmax | sed -e 's/"f16", "bf16", "f32"/"f32"/' >small.json
+# a kernel doing the honest work W times at C == 4096 and S times at C == 64
+# (S in thirds: 4 is 1.33x)
+shaped () {
+	{ cat "$K/honest.h"
+	  cat <<EOF2
+static void some(const struct ak_args *a, int thirds)
+{
+	struct ak_tensor in = a->in[0], out = a->out[0];
+	struct ak_args b = *a;
+
+	for (; thirds >= 3; thirds -= 3)
+		honest_kernel(a);
+	in.shape[0] = out.shape[0] = a->in[0].shape[0] * thirds / 3;
+	b.in = &in;
+	b.out = &out;
+	if (in.shape[0])
+		honest_kernel(&b);
+}
+
+int ak_kernel(const struct ak_args *a)
+{
+	some(a, a->in[0].shape[1] == 4096 ? $1 : $2);
+	return 0;
+}
+EOF2
+	} >"$3"
+}
+shaped 12 3 base.c          # 4x at the big shape, 1x at the small one
+shaped 3 4 cand.c           # 1x at the big shape, 1.33x at the small one
+
+test_setup 'a branch with a two-shape workload' '
+	new_repo repo && cd repo &&
+	git autokernel start softmax --backend host --from ../base.c \
+		--problem ../small.json --shape 64x4096:0.9 --shape 2048x64:0.1 \
+		>../start.out 2>&1 && cd ..
+'
+
+test_expect_success 'start writes the workload into problem.json' '
+	cd repo && python3 - <<-\EOF
+	import json
+	p = json.load(open("softmax/problem.json"))
+	w = p["workload"]
+	assert [x["shape"] for x in w] == ["64x4096", "2048x64"], w
+	assert abs(w[0]["weight"] - 0.9) < 1e-9 and abs(w[1]["weight"] - 0.1) < 1e-9, w
+	assert p["bench_shape"] == "64x4096", p
+	EOF
+'
+
+test_expect_success 'the baseline is measured at both shapes; Time-Us is the weighted total' '
+	cd repo && grep "bench 64x4096 f32 (weight 0.90)" ../start.out &&
+	grep "bench 2048x64 f32 (weight 0.10)" ../start.out &&
+	git notes --ref=autokernel show HEAD >../note &&
+	python3 - <<-\EOF
+	import json
+	n = json.load(open("../note"))
+	sh = n["workload"]["shapes"]
+	t = sum(s["weight"] * s["kernels"][0]["median_us"] for s in sh)
+	assert abs(n["time_us"] - t) < 1e-6 * t, (n["time_us"], t)
+	EOF
+	us=$(git log -1 --format=%B | sed -n "s/^Autokernel-Time-Us: //p") &&
+	test -n "$us"
+'
+
+test_expect_success 'faster overall but slower at one shape: rejected, and the shape named' '
+	cd repo && cp ../cand.c softmax/kernel.c &&
+	test_must_fail git commit -q -am "faster where it counts" 2>../err &&
+	grep "slower at 2048x64 (+[0-9]*%), though [0-9]*% faster overall" ../err &&
+	git autokernel log --attempts >../log && grep " shape " ../log
+'
+
+test_expect_success 'with autokernel.maxShapeRegression=50 it is kept' '
+	cd repo && git config autokernel.maxShapeRegression 50 &&
+	cp ../cand.c softmax/kernel.c &&
+	git -c autokernel.rejudge=true commit -q -am "faster where it counts" 2>../err &&
+	grep "verdict: keep" ../err &&
+	git config --unset autokernel.maxShapeRegression
+'
+
+test_expect_success 'bench times every workload shape and the weighted total' '
+	cd repo && git autokernel bench >../bench.out &&
+	grep "^64x4096 f32" ../bench.out && grep "^2048x64 f32" ../bench.out &&
+	grep "weighted total" ../bench.out &&
+	git autokernel bench --shape 2048x64 --json >../one.json &&
+	python3 -c "import json; b = json.load(open(\"../one.json\")); \
+		assert b[\"shape\"] == \"2048x64\", b"
+'
+
+test_expect_success 'a problem.json without a workload judges at its bench shape, weight 1' '
+	cd repo && git checkout -q main &&
+	git autokernel start softmax --name old --backend host \
+		--from ../base.c --problem ../small.json >../old.out 2>&1 &&
+	! grep "weight" ../old.out && ! grep "workload" old/problem.json &&
+	git notes --ref=autokernel show HEAD >../note &&
+	python3 - <<-\EOF
+	import json
+	n = json.load(open("../note"))
+	sh = n["workload"]["shapes"]
+	assert len(sh) == 1 and sh[0]["weight"] == 1 and sh[0]["shape"] == "64x4096", sh
+	assert n["time_us"] == sh[0]["kernels"][0]["median_us"], n
+	assert n["bench"]["shape"] == "64x4096", n["bench"]
+	EOF
+'
+
+test_expect_success 'a bad workload is refused' '
+	cd repo && git checkout -q main &&
+	test_expect_code 2 git autokernel start softmax --name bad1 --backend host \
+		--shape 64x4096:0 2>../err && grep "bad weight" ../err &&
+	test_expect_code 2 git autokernel start softmax --name bad2 --backend host \
+		--dtype f32 --shape 64x4096:1:f16 2>../err &&
+	grep "not one of the problem" ../err
+'
+
+test_expect_success 'start --from-profile writes the traced shapes and their shares' '
+	cd repo && git checkout -q main &&
+	git autokernel start softmax --name prof --backend host --from-profile \
+		"$TEST_DIR/fixtures/synthetic-workload.json" >../prof.out 2>&1 &&
+	grep "workload from the profile" ../prof.out &&
+	python3 - <<-\EOF
+	import json
+	p = json.load(open("prof/problem.json"))
+	w = [(x["shape"], round(x["weight"], 3), x["dtype"]) for x in p["workload"]]
+	# 64x1024 (0.5%) went to its nearest neighbour, 64x1000
+	assert w == [("64x1000", 0.605, "f32"), ("32x4096", 0.3, "f32"),
+		     ("128x256", 0.095, "f32")], w
+	assert p["bench_shape"] == "64x1000" and p["dtypes"][0] == "f32", p
+	EOF
+'
+
+test_expect_success 'profile --start starts the op with its workload' '
+	new_repo repo2 && cd repo2 &&
+	git autokernel profile --start 1 --backend host \
+		"$TEST_DIR/fixtures/synthetic-workload.json" >../ps.out 2>&1 &&
+	git show autokernel/softmax:softmax/problem.json >../p.json &&
+	python3 -c "import json; w = json.load(open(\"../p.json\"))[\"workload\"]; \
+		assert len(w) == 3, w" ||
+	{ cat ../ps.out; false; }
+'
+
+test_done
