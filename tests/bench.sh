@@ -61,6 +61,19 @@ for backend in cuda hip; do
 	printf "%-5s softmax one experiment (build, 5 stages, A/B) %6.2f s\n" \
 		"$backend" "$e" | tee -a "$table"
 	grep -E "build |smoke|sweep|stability|determinism|edge|bench |judged|verdict|error" "$W/last.out" | sed 's/^/      /'
+	# the same with a workload of four shapes (a model's prefill and
+	# decode, two vocabularies)
+	git checkout -q main 2>/dev/null || git checkout -q master
+	if s=$(secs git-autokernel start softmax --name sm4 --backend "$backend" \
+		--shape 4096x4096:0.4 --shape 32x50257:0.3 \
+		--shape 8192x1024:0.2 --shape 1x32000:0.1); then
+		sed -i 's/^#define BLOCK 256 /#define BLOCK 512 /' sm4/kernel.*
+		git add sm4
+		e=$(secs git commit -q -m "bench: four shapes, 512 threads a block")
+		printf "%-5s softmax one experiment, 4 shapes          %6.2f s\n" \
+			"$backend" "$e" | tee -a "$table"
+		grep -E "bench |judged|verdict|error" "$W/last.out" | sed 's/^/      /'
+	fi
 	cd "$SRC" || exit 1
 done
 echo
