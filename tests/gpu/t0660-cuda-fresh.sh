@@ -15,7 +15,8 @@ kernel_dir () {
 }
 
 test_expect_success 'the device generator makes the bytes the host checks' '
-	AK_FRESH_BACKEND=cuda "$AK_BUILD/tests/unit-fresh" >out 2>&1;
+	AK_FRESH_BACKEND=cuda AUTOKERNEL_LIBEXEC="$AK_LIBEXEC" \
+		"${AK_UNIT_DIR:-$AK_BUILD/tests}/unit-fresh" >out 2>&1;
 	cat out; ! grep "^not ok" out && grep "cuda runner makes the host" out
 '
 
