@@ -144,18 +144,27 @@ static void add_judging(struct strbuf *sb, const struct agent_context *ctx)
 		      "and must all be written, guard bytes catch writes out "
 		      "of bounds, inputs are checksummed, and a constant "
 		      "output fails. A hang or crash is a verdict too.\n");
-	shape_format(&p->bench, shape, sizeof(shape));
-	strbuf_addf(sb, "3. Timed at %s %s, interleaved with the current best "
-		    "(A B A B ...), L2 flushed and inputs rotated between "
-		    "calls; the median counts. The floor is measured in the "
+	strbuf_addstr(sb, "3. Timed at the workload's shapes (the model's "
+		      "share of the op's time at each): ");
+	for (int i = 0; i < p->n_work; i++) {
+		shape_format(&p->work[i].s, shape, sizeof(shape));
+		strbuf_addf(sb, "%s%s %s weight %.2f", i ? ", " : "", shape,
+			    dtype_name(p->work[i].dt), p->work[i].weight);
+	}
+	strbuf_addf(sb, "; interleaved with the current best (A B A B ...), "
+		    "the L2 flushed before every call and the inputs made "
+		    "afresh for every call (no two calls see the same data, "
+		    "and every call's output is checked on rows chosen after "
+		    "it: a kernel that remembers or skips work fails); the "
+		    "medians count, weighted. The floor is measured in the "
 		    "same run (a copy of the op's minimum traffic, or its "
 		    "flops at the measured matrix rate). A time faster than "
 		    "the device can move the bytes or do the flops is "
-		    "rejected as impossible.\n4. Kept only if it "
-		    "passes and beats the current best by more than the noise "
-		    "and by at least %.0f%%; otherwise it is saved as a "
-		    "rejected attempt and the file goes back.\n\n", shape,
-		    dtype_name(p->dtypes[0]), 100 * config_min_gain());
+		    "rejected as impossible.\n4. Kept only if it passes, its "
+		    "weighted total beats the current best's by more than the "
+		    "noise and by at least %.0f%%, and no shape gets slower; "
+		    "otherwise it is saved as a rejected attempt and the file "
+		    "goes back.\n\n", 100 * config_min_gain());
 }
 
 static const char abi_fallback[] =
@@ -395,6 +404,27 @@ static const struct experiment *best_of(const struct history *h)
 	return best;
 }
 
+/* With several shapes, each one's time, weight and share of its floor. */
+static void add_shapes(struct strbuf *sb, json_t *note)
+{
+	json_t *shapes = json_object_get(json_object_get(note, "workload"),
+					 "shapes"), *sh;
+	size_t i;
+
+	if (json_array_size(shapes) < 2)
+		return;
+	strbuf_addstr(sb, "By shape (the first is the one above):\n");
+	json_array_foreach(shapes, i, sh) {
+		json_t *k = json_array_get(json_object_get(sh, "kernels"), 0);
+
+		strbuf_addf(sb, "- %s %s, weight %.2f: %.2f us, floor %.2f us "
+			    "(%.0f%% of it)\n", jstr(sh, "shape"),
+			    jstr(sh, "dtype"), jnum(sh, "weight"),
+			    jnum(k, "median_us"), jnum(sh, "floor_us"),
+			    100 * jnum(k, "roofline"));
+	}
+}
+
 static void add_standing(struct strbuf *sb, const struct agent_context *ctx)
 {
 	const struct experiment *e = best_of(ctx->h);
@@ -408,9 +438,13 @@ static void add_standing(struct strbuf *sb, const struct agent_context *ctx)
 		strbuf_addstr(sb, "No measurement yet.\n\n");
 		return;
 	}
-	strbuf_addf(sb, "Current best (%.7s, \"%s\"): %.2f us at %s %s",
-		    git_oid_tostr_s(&e->id), e->subject, t, jstr(b, "shape"),
-		    jstr(b, "dtype"));
+	strbuf_addf(sb, "Current best (%.7s, \"%s\"): %.2f us ",
+		    git_oid_tostr_s(&e->id), e->subject, t);
+	if (json_array_size(json_object_get(json_object_get(n, "workload"),
+					    "shapes")) > 1)
+		strbuf_addstr(sb, "weighted over the workload's shapes");
+	else
+		strbuf_addf(sb, "at %s %s", jstr(b, "shape"), jstr(b, "dtype"));
 	if (ctx->h->baseline_us > 0)
 		strbuf_addf(sb, "; the baseline took %.2f us (%.2fx)",
 			    ctx->h->baseline_us, ctx->h->baseline_us / t);
@@ -420,6 +454,7 @@ static void add_standing(struct strbuf *sb, const struct agent_context *ctx)
 		    "its flops at the measured matrix rate: compute-bound" :
 		    "a device copy of its minimum traffic: memory-bound",
 		    100 * roof);
+	add_shapes(sb, n);
 	if (ctx->p->op->compute_bound && jnum(b, "flops") > 0)
 		strbuf_addf(sb, "it does %.3g GFLOP, %.1f TFLOP/s achieved.\n",
 			    jnum(b, "flops") / 1e9, jnum(b, "flops") / t / 1e6);
