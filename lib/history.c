@@ -322,3 +322,32 @@ double experiment_head_ratio(const struct experiment *e)
 		return 0;
 	return median(k, 1) / median(k, 0);
 }
+
+static json_t *shape_row(json_t *b, double weight)
+{
+	json_t *k = json_array_get(json_object_get(b, "kernels"), 0);
+
+	return json_pack("{s:O,s:O,s:f,s:O,s:O,s:O}", "shape",
+			 json_object_get(b, "shape"), "dtype",
+			 json_object_get(b, "dtype"), "weight", weight,
+			 "median_us", json_object_get(k, "median_us"),
+			 "roofline", json_object_get(k, "roofline"),
+			 "floor_us", json_object_get(b, "floor_us"));
+}
+
+json_t *experiment_shapes(json_t *note)
+{
+	json_t *out = json_array(), *sh;
+	json_t *shapes = json_object_get(json_object_get(note, "workload"),
+					 "shapes");
+	json_t *b = json_object_get(note, "bench");
+	size_t i;
+
+	json_array_foreach(shapes, i, sh)
+		json_array_append_new(out, shape_row(sh, json_number_value(
+			json_object_get(sh, "weight"))));
+	if (!json_array_size(out) && json_is_object(b) &&
+	    json_object_get(b, "shape"))
+		json_array_append_new(out, shape_row(b, 1.0));
+	return out;
+}

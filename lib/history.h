@@ -76,4 +76,12 @@ const char *experiment_reason(const struct experiment *e);
  * verify failure, trailers). */
 double experiment_head_ratio(const struct experiment *e);
 
+/*
+ * The shapes a note was timed at: [{shape, dtype, weight, median_us,
+ * roofline, floor_us}], one per workload shape (one, weight 1, for a
+ * note of a single bench shape); an empty array when none.  The caller
+ * json_decref()s it.
+ */
+json_t *experiment_shapes(json_t *note);
+
 #endif

@@ -435,9 +435,10 @@ json_t *report_json(const struct report *r)
 		json_object_get(r->bench, "floor_kind"), "bytes",
 		json_object_get(r->bench, "bytes")) : json_null());
 	json_object_set(o, "references", r->references);
-	v = r->best ? json_object_get(r->best->note, "shapes") : NULL;
-	json_object_set_new(o, "shapes", json_is_array(v) ? json_incref(v) :
-			    json_null());
+	v = experiment_shapes(r->best ? r->best->note : NULL);
+	json_object_set_new(o, "shapes", json_array_size(v) ? v : json_null());
+	if (!json_array_size(v))
+		json_decref(v);
 	json_object_set_new(o, "experiments", experiments_json(r));
 	json_object_set_new(o, "counts", json_pack("{s:i,s:i,s:i,s:i}",
 		"experiments", (int)r->h.nr, "kept", r->kept, "rejected",

@@ -3,6 +3,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include "lib/history.h"
 #include "report/report.h"
 
 static double num(json_t *o, const char *key)
@@ -276,9 +277,8 @@ static json_t *find_shape(json_t *shapes, json_t *want)
 
 static void per_shape(struct strbuf *sb, const struct report *r)
 {
-	json_t *shapes = r->best ? json_object_get(r->best->note, "shapes") :
-		NULL;
-	json_t *base = json_object_get(r->base->note, "shapes"), *v;
+	json_t *shapes = experiment_shapes(r->best ? r->best->note : NULL);
+	json_t *base = experiment_shapes(r->base->note), *v;
 	size_t i;
 
 	strbuf_addstr(sb, "### Per shape\n\n");
@@ -287,10 +287,11 @@ static void per_shape(struct strbuf *sb, const struct report *r)
 			    "timings; `git autokernel bench %.12s "
 			    "--all-shapes` measures them.\n\n",
 			    r->best ? git_oid_tostr_s(&r->best->id) : "HEAD");
-		return;
+		goto cleanup;
 	}
-	strbuf_addstr(sb, "| shape | dtype | time (us) | baseline (us) | "
-		      "speedup | % of floor |\n|---|---|--:|--:|--:|--:|\n");
+	strbuf_addstr(sb, "| shape | dtype | weight | time (us) | baseline "
+		      "(us) | speedup | % of floor |\n|---|---|--:|--:|--:|"
+		      "--:|--:|\n");
 	json_array_foreach(shapes, i, v) {
 		char t[32], bt[32];
 		double us = num(v, "median_us");
@@ -302,14 +303,21 @@ static void per_shape(struct strbuf *sb, const struct report *r)
 		add_cell(sb, str(v, "shape"));
 		strbuf_addstr(sb, " | ");
 		add_cell(sb, str(v, "dtype"));
-		strbuf_addf(sb, " | %s | %s | ", t, bt);
+		strbuf_addf(sb, " | %.2f | %s | %s | ", num(v, "weight"), t, bt);
 		if (us > 0 && bus > 0)
 			strbuf_addf(sb, "%.2fx", bus / us);
 		strbuf_addstr(sb, " | ");
 		add_pct(sb, num(v, "roofline"));
 		strbuf_addstr(sb, " |\n");
 	}
+	if (json_array_size(shapes) > 1)
+		strbuf_addstr(sb, "\nThe kernel's time above is the weighted "
+			      "total over these shapes (the model's time in "
+			      "the op).\n");
 	strbuf_addch(sb, '\n');
+cleanup:
+	json_decref(shapes);
+	json_decref(base);
 }
 
 static void kept_table(struct strbuf *sb, const struct report *r)

@@ -78,7 +78,8 @@ test_expect_success 'the markdown has the summary and the tables' '
 	grep "^| reason | build | verify | slower | noise | bench | agent | scope | total |" \
 		report.md &&
 	grep "^| attempts | 1 | 1 | 1 | 0 | 0 | 0 | 0 | 3 |" report.md &&
-	grep "bench ${best%${best#????????????}} --all-shapes" report.md &&
+	grep "^### Per shape" report.md &&
+	grep "^| 16x1024 | f16 | 1.00 | " report.md &&
 	grep "^git autokernel bench ${best%${best#????????????}} --against ${base%${base#????????????}}" \
 		report.md
 '
@@ -125,7 +126,8 @@ test_expect_success 'report --format json has the same data' '
 	assert [e["status"] for e in r["experiments"]] == ["baseline", "kept",
 		"rejected", "rejected", "rejected", "unverified"]
 	assert r["floor"]["time_us"] > 0 and r["shape"] == "16x1024"
-	assert r["shapes"] is None and r["references"] == []
+	assert [x["shape"] for x in r["shapes"]] == ["16x1024"], r["shapes"]
+	assert r["references"] == []
 	assert any("bench" in c and "--against" in c for c in r["reproduce"])
 	EOF
 '
@@ -136,15 +138,17 @@ test_expect_success 'references and per-shape timings from the note' '
 	import json
 	n = json.load(open("note.json"))
 	n["references"] = [{"name": "torch.softmax", "median_us": 50.0}]
-	n["shapes"] = [{"shape": "16x256", "dtype": "f16", "median_us": 9.5,
-			"roofline": 0.4}]
+	n["workload"]["shapes"] = [{"shape": "16x256", "dtype": "f16",
+		"weight": 0.25, "floor_us": 3.8,
+		"kernels": [{"median_us": 9.5, "roofline": 0.4}]},
+		n["workload"]["shapes"][0]]
 	json.dump(n, open("note.json", "w"))
 	EOF
 	git notes --ref=autokernel add -f -F note.json $best &&
 	git autokernel report >report.md &&
 	grep "^| reference: torch.softmax |  | 50.00 |" report.md &&
-	grep "^| 16x256 | f16 | 9.50 | - |  | 40% |" report.md &&
-	! grep -e "--all-shapes" report.md
+	grep "^| 16x256 | f16 | 0.25 | 9.50 | - |  | 40% |" report.md &&
+	grep "weighted total over these shapes" report.md
 '
 
 test_expect_success 'report needs an autokernel branch' '
