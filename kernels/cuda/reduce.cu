@@ -22,6 +22,12 @@
  * over the group's warps: bitwise deterministic, no atomics.  Rows that
  * are not a multiple of 16 bytes (or a misaligned x) take the same kernel
  * one element per load.
+ *
+ * Few long rows (1x16777216: one row, one block, one multiprocessor busy
+ * of 132) are split: each of S blocks of a row sums one chunk into the
+ * workspace, then one warp per row adds the S partial sums in a fixed
+ * order.  S is chosen so that the rows' chunks fill the device FILL
+ * times over; still deterministic, still no atomics.
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -200,11 +206,121 @@ static bool aligned16(const void *p)
 	return ((uintptr_t)p & 15) == 0;
 }
 
+/* ---- few long rows: chunks, then the partial sums ---- */
+
+#define SPLIT_MIN 32768    /* elements a row needs to be split */
+#define CHUNK_MIN 8192     /* elements a chunk holds at least */
+
+/* Chunks a row is split into: 1 when the rows fill the device already. */
+static int64_t chunks(int64_t R, int64_t C)
+{
+	const int64_t want = (int64_t)FILL * sm_count();
+	int64_t s;
+
+	if (C < SPLIT_MIN || R >= want)
+		return 1;
+	s = (want + R - 1) / R;
+	if (s > C / CHUNK_MIN)
+		s = C / CHUNK_MIN;
+	return s > 1 ? s : 1;
+}
+
+/* Block (s, r) sums chunk s of row r (whole VEC words) into part[r * S + s]. */
+template <typename T, int VEC>
+__global__ void __launch_bounds__(BLOCK)
+reduce_chunks(const T *__restrict__ x, float *__restrict__ part, int64_t C,
+	      int64_t per)
+{
+	const int64_t r = blockIdx.y, s = blockIdx.x, S = gridDim.x;
+	const int64_t nv = C / VEC, lo = s * per;
+	const int64_t hi = lo + per < nv ? lo + per : nv;
+	const T *xr = x + r * C;
+	float acc[UNROLL];
+
+#pragma unroll
+	for (int u = 0; u < UNROLL; u++)
+		acc[u] = 0.f;
+	for (int64_t base = lo + threadIdx.x; base < hi;
+	     base += (int64_t)BLOCK * UNROLL) {
+		if constexpr (VEC > 1) {
+			uint4 f[UNROLL];
+#pragma unroll
+			for (int u = 0; u < UNROLL; u++) {
+				const int64_t i = base + (int64_t)u * BLOCK;
+				f[u] = ld_stream(xr + i * VEC, i < hi);
+			}
+#pragma unroll
+			for (int u = 0; u < UNROLL; u++)
+				acc[u] += sum16<T>(f[u]);
+		} else {
+#pragma unroll
+			for (int u = 0; u < UNROLL; u++) {
+				const int64_t i = base + (int64_t)u * BLOCK;
+				acc[u] += ld_one(xr + i, i < hi);
+			}
+		}
+	}
+	float v = 0.f;
+#pragma unroll
+	for (int u = 0; u < UNROLL; u++)
+		v += acc[u];
+	v = group_sum<BLOCK>(v);
+	if (threadIdx.x == 0)
+		part[r * S + s] = v;
+}
+
+/* One warp a row: the row's S partial sums in a fixed order. */
+template <typename T>
+__global__ void reduce_partials(const float *__restrict__ part,
+				T *__restrict__ y, int64_t R, int64_t S)
+{
+	const int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) +
+		threadIdx.x / 32;
+	const int lane = threadIdx.x % 32;
+	float v = 0.f;
+
+	if (r >= R)
+		return;
+	for (int64_t s = lane; s < S; s += 32)
+		v += part[r * S + s];
+#pragma unroll
+	for (int o = 16; o > 0; o /= 2)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	if (lane == 0)
+		y[r] = from_f32<T>(v);
+}
+
+template <typename T, int VEC>
+static void launch_split(const T *x, T *y, float *part, int64_t R, int64_t C,
+			 int64_t S, cudaStream_t st)
+{
+	const int64_t nv = C / VEC, per = (nv + S - 1) / S;
+
+	reduce_chunks<T, VEC><<<dim3((unsigned)S, (unsigned)R), BLOCK, 0, st>>>(
+		x, part, C, per);
+	reduce_partials<T><<<(unsigned)((R + 7) / 8), 256, 0, st>>>(part, y,
+								   R, S);
+}
+
+static int64_t row_len(const struct ak_args *a)
+{
+	const struct ak_tensor *xt = &a->in[0];
+
+	return xt->ndim ? xt->shape[xt->ndim - 1] : 1;
+}
+
+extern "C" size_t ak_workspace_size(const struct ak_args *a)
+{
+	const int64_t R = ak_numel(&a->out[0]), S = chunks(R, row_len(a));
+
+	return S > 1 ? (size_t)(R * S) * sizeof(float) : 0;
+}
+
 template <typename T>
 static int run(const struct ak_args *a)
 {
 	const struct ak_tensor *xt = &a->in[0];
-	const int64_t C = xt->ndim ? xt->shape[xt->ndim - 1] : 1;
+	const int64_t C = row_len(a);
 	const int64_t R = ak_numel(&a->out[0]);
 	const T *x = (const T *)xt->data;
 	T *y = (T *)a->out[0].data;
@@ -215,7 +331,16 @@ static int run(const struct ak_args *a)
 		return 0;
 	if (R >= ((int64_t)1 << 31))
 		return -1;
-	if (C % V == 0 && aligned16(x))
+	const int64_t S = chunks(R, C);
+	if (S > 1 && R < 65536 && a->workspace &&
+	    a->workspace_size >= (size_t)(R * S) * sizeof(float)) {
+		float *part = (float *)a->workspace;
+
+		if (C % V == 0 && aligned16(x))
+			launch_split<T, V>(x, y, part, R, C, S, st);
+		else
+			launch_split<T, 1>(x, y, part, R, C, S, st);
+	} else if (C % V == 0 && aligned16(x))
 		launch<T, V, 32>(x, y, R, C, st);
 	else
 		launch<T, 1, 32>(x, y, R, C, st);
