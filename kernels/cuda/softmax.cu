@@ -10,6 +10,12 @@
  * streaming kernel (online max and sum, then a second read to normalize);
  * so do rows that are not 16-byte aligned (rare), which halves the number
  * of kernels and the build time.
+ *
+ * Few long rows (32x50257, 1x32000: a block a row leaves most of the
+ * device idle) are split into chunks: each block of a row finds its
+ * chunk's max and sum into the workspace, then each block combines its
+ * row's partials (every block in the same fixed order, so all agree
+ * bitwise) and writes its chunk, whose x the first pass left in L2.
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -222,11 +228,149 @@ static bool aligned16(const void *p)
 	return ((uintptr_t)p & 15) == 0;
 }
 
+/* ---- few long rows: chunks ---- */
+
+#define SPLIT_MIN 8192          /* elements a row needs to be split */
+#define CHUNK_MIN 2048          /* elements a chunk holds at least */
+
+/* Multiprocessors of the current device (asked once). */
+static int sm_count(void)
+{
+	static int n;
+	int dev;
+
+	if (!n && (cudaGetDevice(&dev) != cudaSuccess ||
+		   cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess))
+		n = 132;
+	return n;
+}
+
+/* Chunks a row is split into: 1 when the rows fill the device already. */
+static int64_t chunks(int64_t R, int64_t C)
+{
+	const int64_t want = 2 * (int64_t)sm_count();
+	int64_t s;
+
+	if (C < SPLIT_MIN || R >= want)
+		return 1;
+	s = (want + R - 1) / R;
+	if (s > C / CHUNK_MIN)
+		s = C / CHUNK_MIN;
+	return s > 1 ? s : 1;
+}
+
+/* v reduced over the whole block, the same bits in every thread. */
+template <class Op>
+static __device__ __forceinline__ float block_reduce(float v, float *red, Op op)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o /= 2)
+		v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+	__syncthreads();
+	if (threadIdx.x % 32 == 0)
+		red[threadIdx.x / 32] = v;
+	__syncthreads();
+	v = red[0];
+#pragma unroll
+	for (int i = 1; i < BLOCK / 32; i++)
+		v = op(v, red[i]);
+	return v;
+}
+
+/* Block (s, r): the max and the sum of exp(x - max) of chunk s of row r,
+ * into part[2 * (r * S + s)]. */
+template <typename T, int VEC>
+__global__ void __launch_bounds__(BLOCK)
+softmax_chunk_stats(const T *__restrict__ x, float *__restrict__ part,
+		    int64_t C, int64_t per)
+{
+	__shared__ float red[BLOCK / 32];
+	const int64_t r = blockIdx.y, c = blockIdx.x, S = gridDim.x;
+	const int64_t nv = C / VEC, lo = c * per;
+	const int64_t hi = lo + per < nv ? lo + per : nv;
+	const T *xr = x + r * C;
+	float m = -INFINITY, sum = 0.f, f[VEC];
+
+	for (int64_t i = lo + threadIdx.x; i < hi; i += BLOCK) {
+		load_vec<T, VEC>(xr + i * VEC, f);
+		float mn = m;
+#pragma unroll
+		for (int j = 0; j < VEC; j++)
+			mn = fmaxf(mn, f[j]);
+		sum *= rescale(m, mn);
+#pragma unroll
+		for (int j = 0; j < VEC; j++)
+			sum += expf(f[j] - mn);
+		m = mn;
+	}
+	const float mx = block_reduce(m, red, op_max());
+	sum = block_reduce(sum * rescale(m, mx), red, op_sum());
+	if (threadIdx.x == 0) {
+		part[2 * (r * S + c)] = mx;
+		part[2 * (r * S + c) + 1] = sum;
+	}
+}
+
+/* Block (s, r): row r's max and sum from its partials, then chunk s. */
+template <typename T, int VEC>
+__global__ void __launch_bounds__(BLOCK)
+softmax_chunk_write(const T *__restrict__ x, T *__restrict__ y,
+		    const float *__restrict__ part, int64_t C, int64_t per)
+{
+	__shared__ float red[BLOCK / 32];
+	const int64_t r = blockIdx.y, c = blockIdx.x, S = gridDim.x;
+	const int64_t nv = C / VEC, lo = c * per;
+	const int64_t hi = lo + per < nv ? lo + per : nv;
+	const float *pr = part + 2 * r * S;
+	float m = -INFINITY, sum = 0.f, f[VEC];
+
+	for (int64_t k = threadIdx.x; k < S; k += BLOCK)
+		m = fmaxf(m, pr[2 * k]);
+	const float mx = block_reduce(m, red, op_max());
+	for (int64_t k = threadIdx.x; k < S; k += BLOCK)
+		sum += pr[2 * k + 1] * rescale(pr[2 * k], mx);
+	const float inv = 1.f / block_reduce(sum, red, op_sum());
+
+	for (int64_t i = lo + threadIdx.x; i < hi; i += BLOCK) {
+		load_vec<T, VEC>(x + r * C + i * VEC, f);
+#pragma unroll
+		for (int j = 0; j < VEC; j++)
+			f[j] = expf(f[j] - mx) * inv;
+		store_vec<T, VEC>(y + r * C + i * VEC, f);
+	}
+}
+
+template <typename T, int VEC>
+static void launch_split(const T *x, T *y, float *part, int64_t R, int64_t C,
+			 int64_t S, cudaStream_t st)
+{
+	const int64_t per = (C / VEC + S - 1) / S;
+	const dim3 grid((unsigned)S, (unsigned)R);
+
+	softmax_chunk_stats<T, VEC><<<grid, BLOCK, 0, st>>>(x, part, C, per);
+	softmax_chunk_write<T, VEC><<<grid, BLOCK, 0, st>>>(x, y, part, C, per);
+}
+
+static int64_t row_len(const struct ak_args *a)
+{
+	const struct ak_tensor *xt = &a->in[0];
+
+	return xt->ndim ? xt->shape[xt->ndim - 1] : 1;
+}
+
+extern "C" size_t ak_workspace_size(const struct ak_args *a)
+{
+	const int64_t C = row_len(a), R = C ? ak_numel(&a->in[0]) / C : 0;
+	const int64_t S = chunks(R, C);
+
+	return S > 1 ? (size_t)(2 * R * S) * sizeof(float) : 0;
+}
+
 template <typename T>
 static int run(const struct ak_args *a)
 {
 	const struct ak_tensor *xt = &a->in[0];
-	const int64_t C = xt->ndim ? xt->shape[xt->ndim - 1] : 1;
+	const int64_t C = row_len(a);
 	const int64_t R = C ? ak_numel(xt) / C : 0;
 	const T *x = (const T *)xt->data;
 	T *y = (T *)a->out[0].data;
@@ -236,7 +380,16 @@ static int run(const struct ak_args *a)
 
 	if (R == 0)
 		return 0;
-	if (C % V == 0 && aligned16(x) && aligned16(y))
+	const int64_t S = chunks(R, C);
+	if (S > 1 && a->workspace &&
+	    a->workspace_size >= (size_t)(2 * R * S) * sizeof(float)) {
+		float *part = (float *)a->workspace;
+
+		if (C % V == 0 && aligned16(x) && aligned16(y))
+			launch_split<T, V>(x, y, part, R, C, S, st);
+		else
+			launch_split<T, 1>(x, y, part, R, C, S, st);
+	} else if (C % V == 0 && aligned16(x) && aligned16(y))
 		launch<T, V>(grid, st, x, y, R, C);
 	else
 		launch<T, 1>(grid, st, x, y, R, C);
