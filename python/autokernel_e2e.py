@@ -216,6 +216,22 @@ def time_both(ak, model, args, kwargs, device, o):
             "eager": summary(ms[eager]), "patched": summary(ms[patched])}
 
 
+def time_compiled(model, args, kwargs, device, o):
+    """torch.compile of the eager model, for comparison: on a GPU, where
+    torch has it; its median, or why not."""
+    if device.type != "cuda" or not hasattr(torch, "compile"):
+        return None
+    clock, name = measure(device)
+    try:
+        fast = torch.compile(model)
+        for _ in range(o.warmup + 2):
+            fast(*args, **kwargs)
+        ms = [clock(lambda: fast(*args, **kwargs)) for _ in range(o.repeats)]
+    except Exception as e:      # compile is the comparison, not the test
+        return {"error": "%s: %s" % (type(e).__name__, str(e)[:200])}
+    return summary(ms)
+
+
 def judge(eager, patched, dtype):
     allowed = ALLOWED * eager["rel_err"]
     tol = TOLERANCE.get(dtype, TOLERANCE[torch.float32])
@@ -246,6 +262,8 @@ def run(o, ak):
             eager = primary(model(*args, **kwargs))
         times = time_both(ak, model, args, kwargs, device, o)
     ak.unpatch()
+    with torch.no_grad():
+        times["compiled"] = time_compiled(model, args, kwargs, device, o)
     ran = sum(c["calls"] for c in calls if c["path"] == "kernel")
     speedup = times["eager"]["median_ms"] / times["patched"]["median_ms"]
     accuracy = judge(errors(eager, ref), errors(patched, ref), dtype)
@@ -326,6 +344,13 @@ def print_table(r):
     print("time (median of %d, %s): eager %.3f ms, patched %.3f ms"
           % (t["repeats"], t["timer"], t["eager"]["median_ms"],
              t["patched"]["median_ms"]))
+    c = t.get("compiled")
+    if c and "median_ms" in c:
+        print("torch.compile of the eager model: %.3f ms (patched is "
+              "%.2fx of it)" % (c["median_ms"], c["median_ms"] /
+                                t["patched"]["median_ms"]))
+    elif c:
+        print("torch.compile of the eager model failed: %s" % c["error"])
     if r["fell_back_everywhere"]:
         print("fell back everywhere: no call went to an exported kernel; "
               "no speedup claimed")

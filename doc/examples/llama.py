@@ -39,6 +39,8 @@ def parse(args):
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=32,
+                   help="attention heads (head dim 2048 / heads)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--no-labels", action="store_true",
                    help="no loss: logits only")
@@ -55,8 +57,8 @@ def autokernel_model(args):
         hidden_size=2048,
         intermediate_size=5504,
         num_hidden_layers=o.layers,
-        num_attention_heads=32,
-        num_key_value_heads=32,
+        num_attention_heads=o.heads,
+        num_key_value_heads=o.heads,
         max_position_embeddings=max(4096, o.seq),
         rms_norm_eps=1e-6,
         hidden_act="silu",
