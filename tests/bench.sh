@@ -73,6 +73,8 @@ for backend in cuda hip; do
 		printf "%-5s softmax one experiment, 4 shapes          %6.2f s\n" \
 			"$backend" "$e" | tee -a "$table"
 		grep -E "bench |judged|verdict|error" "$W/last.out" | sed 's/^/      /'
+	else
+		echo "$backend: the four-shape start failed:"; tail -20 "$W/last.out"
 	fi
 	cd "$SRC" || exit 1
 done

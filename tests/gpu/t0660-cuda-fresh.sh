@@ -42,7 +42,7 @@ test_setup 'a CUDA softmax branch with a three-shape workload' '
 '
 
 test_expect_success 'the baseline and an experiment are judged at the three shapes' '
-	cd repo && grep "weighted over 3 shapes" ../start.out &&
+	cat start.out && cd repo && grep "weighted over 3 shapes" ../start.out &&
 	sed -i "s/^#define BLOCK 256 /#define BLOCK 512 /" softmax/kernel.cu &&
 	start=$(date +%s%N) &&
 	{ git commit -q -am "512 threads a block" 2>../exp.out; :; } &&
