@@ -21,17 +21,20 @@
 static const char usage_start[] =
 	"usage: git autokernel start <op> [--backend B] [--dtype D[,D..]]\n"
 	"                            [--shape S] [--name N] [--from FILE]\n"
-	"                            [--naive] [--problem FILE]\n"
+	"                            [--naive] [--problem FILE] [--layout L]\n"
 	"\n"
 	"Creates branch autokernel/<name> (name: the op), writes\n"
 	"<name>/problem.json and the kernel (the tool's starter, its simplest\n"
 	"version with --naive, or FILE), verifies and benchmarks it, and\n"
 	"commits it as the baseline.  --shape sets the bench shape, --dtype\n"
 	"the dtypes verified (the first is benchmarked); --problem takes shapes,\n"
-	"tolerances and seed from a problem.json of your own.\n";
+	"tolerances and seed from a problem.json of your own; --layout picks\n"
+	"the layout of an op that has several (rotary_embedding: interleaved,\n"
+	"the default, or half: rotate_half's x[i] with x[i+D/2]).\n";
 
 struct start_opts {
 	const char *op, *backend, *dtype, *shape, *name, *from, *problem;
+	const char *layout;
 	int naive;
 };
 
@@ -72,6 +75,7 @@ static int parse_start(int argc, char **argv, struct start_opts *o)
 		{ "from", required_argument, NULL, 'f' },
 		{ "naive", no_argument, NULL, 'N' },
 		{ "problem", required_argument, NULL, 'p' },
+		{ "layout", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -86,6 +90,7 @@ static int parse_start(int argc, char **argv, struct start_opts *o)
 		case 'f': o->from = optarg; break;
 		case 'N': o->naive = 1; break;
 		case 'p': o->problem = optarg; break;
+		case 'l': o->layout = optarg; break;
 		default: return usage_with(usage_start, opt == 'h') ? 2 : -1;
 		}
 	}
@@ -118,6 +123,8 @@ static int make_problem(struct problem *p, const struct start_opts *o,
 		problem_default(p, op, backend);
 	}
 	if (o->dtype && problem_set_dtypes(p, o->dtype) < 0)
+		return -1;
+	if (o->layout && problem_set_layout(p, o->layout) < 0)
 		return -1;
 	if (o->shape && shape_parse(&p->bench, op, o->shape, err,
 				    sizeof(err)) < 0)

@@ -1,6 +1,7 @@
 /*
  * problem.h: <name>/problem.json, the fixed terms of one optimization: the
- * op, backend, kernel file, dtypes, shapes, tolerances, scalars and seed.
+ * op, backend, kernel file, dtypes, shapes, tolerances, scalars (and the
+ * layout they hold, for an op of several) and seed.
  * `start` writes it once; the hooks refuse any later change to it.
  *
  *	struct problem p;
@@ -38,6 +39,14 @@ void problem_default(struct problem *p, const struct op *op,
 int problem_parse(struct problem *p, const char *text, const char *origin);
 int problem_load(struct problem *p, const char *path);
 char *problem_dump(const struct problem *p);
+/*
+ * The layout of an op that has several (rotary_embedding: "interleaved",
+ * "half"), kept in scalar[0] as its index in op->layouts: set by name (0
+ * or error()), read back (NULL for an op of one layout), looked up (-1).
+ */
+int problem_set_layout(struct problem *p, const char *name);
+const char *problem_layout(const struct problem *p);
+int op_layout_index(const struct op *op, const char *name);
 /* "f16,bf16" -> dtypes; 0 or error(). */
 int problem_set_dtypes(struct problem *p, const char *list);
 
