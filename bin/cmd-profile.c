@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "bin/builtin.h"
 #include "lib/paths.h"
+#include "ops/problem.h"
 #include "profile/profile.h"
 #include "lib/repo.h"
 #include "lib/run.h"
@@ -152,6 +153,20 @@ static int run_profiled(struct profile *p, const struct profile_opts *o)
 	return ret;
 }
 
+/* A call's layout by name ("half"), or NULL: unknown, or the op has one. */
+static const char *layout_name(const struct op *op,
+			       const struct prof_shape *g)
+{
+	return g ? op_layout_name(op, g->layout) : NULL;
+}
+
+static json_t *layout_json(const struct op *op, const struct prof_shape *g)
+{
+	const char *l = layout_name(op, g);
+
+	return l ? json_string(l) : json_null();
+}
+
 static void shape_text(char *buf, size_t len, const struct prof_shape *g)
 {
 	char s[96];
@@ -214,6 +229,27 @@ static void ceilings_text(struct strbuf *sb, const struct profile *p)
 		    p->device ? "'" : "");
 }
 
+/* What a layout means, in the model's words. */
+static const struct {
+	const char *layout, *says;
+} layout_notes[] = {
+	{ "half", "the half-split layout, x[i] with x[i+D/2] (rotate_half: "
+	  "Llama, Mistral, Qwen)" },
+	{ "interleaved", "the interleaved layout, x[2i] with x[2i+1] "
+	  "(rotate_every_two, complex products: GPT-J, Meta's Llama)" },
+};
+
+static void layout_note(struct strbuf *sb, const struct prof_op *o)
+{
+	const char *l = layout_name(o->op, o->typical);
+
+	for (size_t i = 0; l && i < ARRAY_SIZE(layout_notes); i++)
+		if (!strcmp(l, layout_notes[i].layout))
+			strbuf_addf(sb, "%s: %s; --start starts it with "
+				    "--layout %s. ", o->op->name,
+				    layout_notes[i].says, l);
+}
+
 static void print_table(const struct profile *p,
 			const struct profile_opts *o)
 {
@@ -256,6 +292,8 @@ static void print_table(const struct profile *p,
 			       100 * p->top_names[i]->us / p->total_us);
 		printf("%s\n", p->nr_names > 3 ? ", ..." : "");
 	}
+	for (int i = 0; i < p->nr_rank; i++)
+		layout_note(&sb, p->rank[i]);
 	strbuf_addstr(&sb, "bound: the whole model's speedup if that op alone "
 		      "ran at its floor; if free: if it took no time (Amdahl). ");
 	if (shapes)
@@ -300,6 +338,8 @@ static json_t *op_json(const struct profile *p, const struct prof_op *o)
 	json_object_set_new(r, "dtype", o->typical && o->typical->dt_known ?
 			    json_string(dtype_name(o->typical->dt)) :
 			    json_null());
+	if (o->op->layouts)
+		json_object_set_new(r, "layout", layout_json(o->op, o->typical));
 	json_object_set_new(r, "floor_ms", num_or_null(o->floor_us / 1000,
 						       o->floor_us >= 0));
 	json_object_set_new(r, "bound", num_or_null(o->bound, o->bound > 0));
@@ -307,11 +347,15 @@ static json_t *op_json(const struct profile *p, const struct prof_op *o)
 	for (size_t i = 0; i < o->nr_shapes; i++) {
 		const struct prof_shape *g = &o->shapes[i];
 
-		json_array_append_new(shapes, json_pack("{s:o,s:o,s:f,s:I}",
+		json_t *e = json_pack("{s:o,s:o,s:f,s:I}",
 			"shape", shape_json(g), "dtype", g->dt_known ?
 			json_string(dtype_name(g->dt)) : json_null(),
 			"share", p->total_us > 0 ? g->us / p->total_us : 0.0,
-			"calls", (json_int_t)g->calls));
+			"calls", (json_int_t)g->calls);
+
+		if (o->op->layouts)
+			json_object_set_new(e, "layout", layout_json(o->op, g));
+		json_array_append_new(shapes, e);
 	}
 	json_object_set_new(r, "shapes", shapes);
 	return r;
@@ -410,6 +454,9 @@ static int start_one(const struct prof_op *o, const struct profile_opts *opts,
 			dtype_list(dts, sizeof(dts), o->typical);
 			strvec_pushl(&c.args, "--dtype", dts, NULL);
 		}
+		if (layout_name(o->op, o->typical))
+			strvec_pushl(&c.args, "--layout",
+				     layout_name(o->op, o->typical), NULL);
 	}
 	fprintf(opts->json ? stderr : stdout, "starting %s (%.1f%% of GPU "
 		"time) at %s\n", name, 100 * o->share,

@@ -111,17 +111,19 @@ int op_layout_index(const struct op *op, const char *name)
 	return -1;
 }
 
+const char *op_layout_name(const struct op *op, int i)
+{
+	for (int k = 0; op->layouts && op->layouts[k]; k++)
+		if (k == i)
+			return op->layouts[k];
+	return NULL;
+}
+
 const char *problem_layout(const struct problem *p)
 {
-	const char *const *l = p->op->layouts;
-	int n = 0;
+	int i = (int)p->scalar[0];
 
-	while (l && l[n])
-		n++;
-	for (int i = 0; i < n; i++)
-		if (p->scalar[0] == i)
-			return l[i];
-	return NULL;
+	return i == p->scalar[0] ? op_layout_name(p->op, i) : NULL;
 }
 
 int problem_set_layout(struct problem *p, const char *name)

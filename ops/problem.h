@@ -47,6 +47,8 @@ char *problem_dump(const struct problem *p);
 int problem_set_layout(struct problem *p, const char *name);
 const char *problem_layout(const struct problem *p);
 int op_layout_index(const struct op *op, const char *name);
+/* Layout i of op by name, or NULL (none such, or an op of one layout). */
+const char *op_layout_name(const struct op *op, int i);
 /* "f16,bf16" -> dtypes; 0 or error(). */
 int problem_set_dtypes(struct problem *p, const char *list);
 
