@@ -527,14 +527,21 @@ static int match_at(const struct trace *t, const int *seq, size_t n,
 	return steps_done(m, k) ? 0 : -1;
 }
 
-/* A cast next to the run, of its first op's input size: part of it. */
+/*
+ * A cast next to the run, of its first op's input size, is part of it:
+ * before it any (the upcast), after it one from f32 (the cast back), not
+ * the next op's upcast.
+ */
 static int edge_cast(const struct trace *t, const int *seq, size_t j,
-		     int64_t size)
+		     int64_t size, int after)
 {
 	const struct ev *v = &t->ev[seq[j]];
 	const char *a = ev_aten(v);
+	enum ak_dtype dt;
 
-	return a && is_cast(a) && v->run < 0 && in_numel(t, seq[j], 0) == size;
+	if (!a || !is_cast(a) || v->run >= 0 || in_numel(t, seq[j], 0) != size)
+		return 0;
+	return !after || (prof_input_dtype(v->args, 0, &dt) && dt == AK_F32);
 }
 
 static void add_edges(const struct trace *t, const int *seq, size_t n,
@@ -547,7 +554,7 @@ static void add_edges(const struct trace *t, const int *seq, size_t n,
 	for (j = m->first; j > 0 && t->ev[seq[j - 1]].thread == thread; j--) {
 		const char *a = seq_aten(t, seq, j - 1);
 
-		if (edge_cast(t, seq, j - 1, size))
+		if (edge_cast(t, seq, j - 1, size, 0))
 			m->first = j - 1;
 		else if (!a || !is_free(a))
 			break;
@@ -555,7 +562,7 @@ static void add_edges(const struct trace *t, const int *seq, size_t n,
 	for (j = m->last + 1; j < n && t->ev[seq[j]].thread == thread; j++) {
 		const char *a = seq_aten(t, seq, j);
 
-		if (edge_cast(t, seq, j, size))
+		if (edge_cast(t, seq, j, size, 1))
 			m->last = j;
 		else if (!a || !is_free(a))
 			break;
@@ -586,8 +593,11 @@ static int try_patterns(struct trace *t, const int *seq, size_t n, size_t i)
 		if (match_at(t, seq, n, i, pt, &m) || pt->check(t, m.at, &r))
 			continue;
 		r.opi = pt->op ? prof_op_index(pt->op) : -1;
-		if (pt->flags & P_EDGE_CASTS)
+		if (pt->flags & P_EDGE_CASTS) {
 			add_edges(t, seq, n, &m);
+			/* a leading upcast says what the model computes in */
+			run_dtype(t, seq[m.first], &r);
+		}
 		add_run(t, seq, &m, &r);
 		return 1;
 	}
