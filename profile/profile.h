@@ -12,6 +12,10 @@
  *                          injection library) writes for any CUDA program:
  *                          kernel names only, no shapes.
  *
+ * Both add to the profile, so `profile -- CMD` reads every trace that
+ * python/ak_profile/sitecustomize.py wrote for CMD's Python processes and
+ * then the library's records of the others.
+ *
  * The mapping rules live in profile/map.c (names) and profile/pattern.c
  * (sequences of ops, the way model code writes an op out).  Every kernel lands in one op
  * or in "not covered"; a call is one launch of the op (the CPU op or
@@ -112,6 +116,9 @@ void profile_release(struct profile *p);
 
 /* Reads a chrome trace, plain or gzipped; 0, or -1 after an error(). */
 int profile_read_trace(struct profile *p, const char *path);
+/* The same, adding to p, for a trace that may hold no kernels (a process
+ * that did no GPU work): 0 then too. */
+int profile_add_trace(struct profile *p, const char *path);
 /* Reads libak-cupti.so's JSON lines; 0, or -1 after an error(). */
 int profile_read_cupti(struct profile *p, const char *path);
 

@@ -615,11 +615,11 @@ static void device_name(struct profile *p, json_t *root)
 	json_t *d = json_array_get(json_object_get(root, "deviceProperties"), 0);
 	const char *n = json_string_value(json_object_get(d, "name"));
 
-	if (n && *n)
+	if (n && *n && !p->device)
 		p->device = xstrdup(n);
 }
 
-int profile_read_trace(struct profile *p, const char *path)
+static int read_trace(struct profile *p, const char *path, int may_be_empty)
 {
 	struct strbuf sb = STRBUF_INIT;
 	struct trace t = { 0 };
@@ -647,8 +647,11 @@ int profile_read_trace(struct profile *p, const char *path)
 	collect(&t, p, events);
 	nest(&t);
 	if (!t.nr_gpu) {
-		error("'%s' has no GPU kernel events (profile with "
-		      "activities=[ProfilerActivity.CUDA])", path);
+		if (may_be_empty)
+			ret = 0;
+		else
+			error("'%s' has no GPU kernel events (profile with "
+			      "activities=[ProfilerActivity.CUDA])", path);
 		goto cleanup;
 	}
 	trace_find_runs(&t);
@@ -661,4 +664,14 @@ cleanup:
 	strbuf_release(&sb);
 	trace_release(&t);
 	return ret;
+}
+
+int profile_read_trace(struct profile *p, const char *path)
+{
+	return read_trace(p, path, 0);
+}
+
+int profile_add_trace(struct profile *p, const char *path)
+{
+	return read_trace(p, path, 1);
 }
