@@ -381,7 +381,10 @@ static void print_table(const struct profile *p,
 	else
 		strbuf_addf(&sb, "No shapes, so no floors: %s.", o->trace ?
 			    "record the trace with record_shapes=True" :
-			    "kernel names carry none");
+			    "kernel names carry none, and no CPU ops say what "
+			    "the not covered kernels are part of (a PyTorch "
+			    "program run as 'profile -- python3 ...' is "
+			    "recorded with its ops and shapes)");
 	if (p->memcpy_us > 0)
 		strbuf_addf(&sb, " Copies and fills (%.3f ms) are not kernels "
 			    "and are not counted.", p->memcpy_us / 1000);
