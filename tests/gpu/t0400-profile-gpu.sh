@@ -12,44 +12,7 @@ NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 
 if ! test -f "$AK_LIBEXEC/libak-cupti.so"; then
 	test_skip 'profile -- CMD on a GPU' "no $AK_LIBEXEC/libak-cupti.so (CUPTI)"
-	if ! python3 -c "import transformers" 2>/dev/null; then
-	test_skip "transformers' models, both paths" "no transformers"
 	test_done
-fi
-
-# The fixtures of record-transformers.py: those in the tree (recorded on
-# this machine just before), else recorded now.
-test_setup 'the transformers traces' '
-	if test -f "$fx/hf-llama-trace.json.gz" && test -f "$fx/hf-gpt2-trace.json.gz"
-	then
-		ln -s "$fx" hf
-	else
-		python3 "$fx/record-transformers.py" --out hf
-	fi
-'
-
-for m in llama gpt2; do
-	test_expect_success "hf $m: the trace agrees with key_averages()" "
-		git autokernel profile --json hf/hf-$m-trace.json.gz >hf-$m.json &&
-		python3 '$fx/check-keyavg.py' hf-$m.json \
-			hf/hf-$m-trace.keyavg.json hf-$m
-	"
-	test_expect_success "hf $m: profile -- python3 gives the trace's table (2 points)" "
-		git autokernel profile --json -- python3 \
-			'$fx/record-transformers.py' --run $m >run-$m.json &&
-		python3 '$fx/compare-profiles.py' hf-$m.json run-$m.json 2
-	"
-done
-
-test_expect_success 'hf llama, profile -- python3: shapes, floors, at most 10% not covered' '
-	json_check run-llama.json <<-\EOF
-	r["source"] == "torch" and r["not_covered"]["share"] <= 0.10
-	all(op(o)["floor_ms"] > 0 and op(o)["bound"] > 1 for o in ("rotary_embedding", "rmsnorm", "fused_mlp", "cross_entropy"))
-	op("rotary_embedding")["layout"] == "half"
-	EOF
-'
-
-test_done
 fi
 
 # json_check FILE <EXPRS: each line a Python expression on FILE's JSON
@@ -94,44 +57,7 @@ if ! python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null
 then
 	test_skip 'a PyTorch program' 'no torch with CUDA'
 	test_skip 'make-traces.py traces agree with key_averages()' 'no torch'
-	if ! python3 -c "import transformers" 2>/dev/null; then
-	test_skip "transformers' models, both paths" "no transformers"
 	test_done
-fi
-
-# The fixtures of record-transformers.py: those in the tree (recorded on
-# this machine just before), else recorded now.
-test_setup 'the transformers traces' '
-	if test -f "$fx/hf-llama-trace.json.gz" && test -f "$fx/hf-gpt2-trace.json.gz"
-	then
-		ln -s "$fx" hf
-	else
-		python3 "$fx/record-transformers.py" --out hf
-	fi
-'
-
-for m in llama gpt2; do
-	test_expect_success "hf $m: the trace agrees with key_averages()" "
-		git autokernel profile --json hf/hf-$m-trace.json.gz >hf-$m.json &&
-		python3 '$fx/check-keyavg.py' hf-$m.json \
-			hf/hf-$m-trace.keyavg.json hf-$m
-	"
-	test_expect_success "hf $m: profile -- python3 gives the trace's table (2 points)" "
-		git autokernel profile --json -- python3 \
-			'$fx/record-transformers.py' --run $m >run-$m.json &&
-		python3 '$fx/compare-profiles.py' hf-$m.json run-$m.json 2
-	"
-done
-
-test_expect_success 'hf llama, profile -- python3: shapes, floors, at most 10% not covered' '
-	json_check run-llama.json <<-\EOF
-	r["source"] == "torch" and r["not_covered"]["share"] <= 0.10
-	all(op(o)["floor_ms"] > 0 and op(o)["bound"] > 1 for o in ("rotary_embedding", "rmsnorm", "fused_mlp", "cross_entropy"))
-	op("rotary_embedding")["layout"] == "half"
-	EOF
-'
-
-test_done
 fi
 
 test_expect_success 'a PyTorch program under the start-up module: ops and shapes' '
