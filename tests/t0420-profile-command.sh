@@ -172,4 +172,13 @@ test_expect_success '--start 2 skips the started op and starts the next' '
 	! grep softmax/ stat
 '
 
+test_expect_success '--start gives a half-split rotary its layout' '
+	(cd repo && git autokernel profile --start 1 --backend host \
+		"$fx/synthetic-rotary.json") >out &&
+	grep "starting rotary_embedding (100.0% of GPU time) at 1x2x16x32" out &&
+	(cd repo && git show autokernel/rotary_embedding:rotary_embedding/problem.json) >problem &&
+	grep "\"layout\": \"half\"" problem &&
+	grep "\"bench_shape\": \"1x2x16x32\"" problem
+'
+
 test_done
