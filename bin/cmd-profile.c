@@ -422,7 +422,8 @@ static json_t *op_json(const struct profile *p, const struct prof_op *o)
 			    json_string(dtype_name(o->typical->dt)) :
 			    json_null());
 	if (o->op->layouts)
-		json_object_set_new(r, "layout", layout_json(o->op, o->typical));
+		json_object_set_new(r, "layout",
+				    layout_json(o->op, o->typical));
 	json_object_set_new(r, "floor_ms", num_or_null(o->floor_us / 1000,
 						       o->floor_us >= 0));
 	json_object_set_new(r, "bound", num_or_null(o->bound, o->bound > 0));

@@ -184,7 +184,8 @@ char *problem_dump(const struct problem *p)
 				  "rtol", p->tol[d].rtol));
 	json_object_set_new(j, "tolerances", tol);
 	if (problem_layout(p))
-		json_object_set_new(j, "layout", json_string(problem_layout(p)));
+		json_object_set_new(j, "layout",
+				    json_string(problem_layout(p)));
 	a = json_array();
 	for (int i = 0; i < 4; i++)
 		json_array_append_new(a, json_real(p->scalar[i]));

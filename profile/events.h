@@ -31,7 +31,7 @@ struct ev {
 	int map;                /* prof_map_event(), for CPU events */
 	int top;                /* an op that no op encloses */
 	int run;                /* the run it is part of (trace.runs), or -1 */
-	int confirmed;          /* named scopes: -1 unknown, else contents say */
+	int confirmed;          /* named scopes: -1 unknown, else contents */
 	int back;               /* part of a backward pass: -1 unknown */
 	int down;               /* a SwiGLU's down projection */
 	int link;               /* kernels: the CPU event that launched it */

@@ -17,9 +17,10 @@
  * then the library's records of the others.
  *
  * The mapping rules live in profile/map.c (names) and profile/pattern.c
- * (sequences of ops, the way model code writes an op out).  Every kernel lands in one op
- * or in "not covered"; a call is one launch of the op (the CPU op or
- * scope all of its kernels came from), and its shape is kept, so each op
+ * (sequences of ops, the way model code writes an op out).  Every kernel
+ * lands in one op or in "not covered"; a call is one launch of the op (the
+ * CPU op, scope or run of ops all of its kernels came from), and its
+ * shape is kept, so each op
  * has a typical shape (the one that takes the most time) and a floor (the
  * sum over its calls of the op's bytes over the copy bandwidth or flops
  * over the matrix rate, whichever is longer).  profile_finish() ranks the

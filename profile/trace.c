@@ -484,7 +484,8 @@ static int by_chain(struct trace *t, const int *chain, int n, int back,
 		if ((v->map == PROF_MAP_MLP || v->map == PROF_MAP_ROTARY) &&
 		    confirmed(t, chain[i])) {
 			h->opi = prof_op_index(v->map == PROF_MAP_MLP ?
-					       "fused_mlp" : "rotary_embedding");
+					       "fused_mlp" :
+					       "rotary_embedding");
 			h->anchor = chain[i];
 			return 1;
 		}

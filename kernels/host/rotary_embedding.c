@@ -192,7 +192,8 @@ static void rotate(const struct ak_args *a, const float *c, const float *t,
 	int64_t D = a->in[0].shape[3];
 
 	if (half_split)
-		rotate_row_half(a->out[0].data, a->in[0].data, c, t, dt, off, D);
+		rotate_row_half(a->out[0].data, a->in[0].data, c, t, dt, off,
+				D);
 	else
 		rotate_row(a->out[0].data, a->in[0].data, c, t, dt, off, D);
 }
