@@ -136,7 +136,8 @@ static int read_torch_traces(struct profile *p, const char *dir)
 		if (starts_with(e->d_name, "trace-"))
 			strvec_pushf(&names, "%s/%s", dir, e->d_name);
 	closedir(d);
-	qsort(names.v, names.nr, sizeof(*names.v), cmp_str);
+	if (names.nr)
+		qsort(names.v, names.nr, sizeof(*names.v), cmp_str);
 	for (size_t i = 0; i < names.nr && n >= 0; i++)
 		n = profile_add_trace(p, names.v[i]) < 0 ? -1 : n + 1;
 	strvec_clear(&names);

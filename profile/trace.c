@@ -235,6 +235,13 @@ static int collect(struct trace *t, struct profile *p, json_t *events)
 	return 0;
 }
 
+/* qsort() wants an array, and a trace without launches has none */
+static void sort_keys(struct key *keys, size_t n)
+{
+	if (n)
+		qsort(keys, n, sizeof(*keys), cmp_key);
+}
+
 /* Sorts the CPU events per thread and gives each its enclosing event. */
 static void nest(struct trace *t)
 {
@@ -252,9 +259,9 @@ static void nest(struct trace *t)
 	sort_trace = t;
 	qsort(t->cpu, t->nr_cpu, sizeof(int), cmp_time);
 	qsort(t->gpu, t->nr_gpu, sizeof(int), cmp_time);
-	qsort(t->corr, t->nr_corr, sizeof(struct key), cmp_key);
-	qsort(t->ext, t->nr_ext, sizeof(struct key), cmp_key);
-	qsort(t->fs, t->nr_fs, sizeof(struct key), cmp_key);
+	sort_keys(t->corr, t->nr_corr);
+	sort_keys(t->ext, t->nr_ext);
+	sort_keys(t->fs, t->nr_fs);
 	stack = xcalloc(t->nr_cpu + 1, sizeof(int));
 	for (size_t i = 0; i < t->nr_cpu; i++) {
 		struct ev *e = &t->ev[t->cpu[i]];
