@@ -308,6 +308,10 @@ static void add_contract(struct strbuf *sb, const struct problem *p)
 		if (op->scalar_desc)
 			strbuf_addf(sb, "- scalars: %s\n", op->scalar_desc);
 	}
+	if (problem_layout(p))
+		strbuf_addf(sb, "- layout: %s (this problem's; the kernel gets "
+			    "it as scalar[0] = %g)\n", problem_layout(p),
+			    p->scalar[0]);
 	strbuf_addstr(sb, "- dtypes:");
 	for (int i = 0; i < p->n_dtypes; i++)
 		strbuf_addf(sb, " %s", dtype_name(p->dtypes[i]));

@@ -20,7 +20,7 @@ static const char usage_ops[] =
 static json_t *op_json(const struct op *op)
 {
 	json_t *in = json_array(), *t = json_object(), *tests = json_array();
-	json_t *edges = json_array();
+	json_t *edges = json_array(), *layouts = json_array();
 
 	for (int i = 0; i < op->n_in; i++)
 		json_array_append_new(in, json_string(op->in_desc[i]));
@@ -32,9 +32,13 @@ static json_t *op_json(const struct op *op)
 		json_array_append_new(tests, json_string(op->test_shapes[i]));
 	for (int i = 0; op->edge_shapes[i]; i++)
 		json_array_append_new(edges, json_string(op->edge_shapes[i]));
-	return json_pack("{s:s,s:s,s:s,s:o,s:s,s:s?,s:s,s:s,s:s,s:o,s:o,s:o,s:s,s:b}",
+	for (int i = 0; op->layouts && op->layouts[i]; i++)
+		json_array_append_new(layouts, json_string(op->layouts[i]));
+	return json_pack("{s:s,s:s,s:s,s:o,s:s,s:s?,s:o,s:s,s:s,s:s,s:o,s:o,s:o,"
+			 "s:s,s:b}",
 		"name", op->name, "summary", op->summary, "shape", op->dims,
 		"inputs", in, "output", op->out_desc, "scalars", op->scalar_desc,
+		"layouts", layouts,
 		"smoke_shape", op->smoke_shape, "bench_shape", op->bench_shape,
 		"host_bench_shape", op->host_bench_shape, "test_shapes", tests,
 		"edge_shapes", edges, "tolerances", t, "tolerance_why",
@@ -52,6 +56,10 @@ static void print_op(const struct op *op, int verbose)
 	printf("\n  output:   %s\n", op->out_desc);
 	if (op->scalar_desc)
 		printf("  scalars:  %s\n", op->scalar_desc);
+	for (int i = 0; op->layouts && op->layouts[i]; i++)
+		printf("%s%s (%d)%s", i ? ", " : "  layouts:  ", op->layouts[i],
+		       i, op->layouts[i + 1] ? "" : "; start --layout L, "
+		       "problem.json \"layout\"\n");
 	printf("  bound:    %s\n", op->compute_bound ? "compute (flops over "
 	       "the matrix rate)" : "memory (a copy of the same bytes)");
 	printf("  shapes:   smoke %s; bench %s (host %s)\n  tests:   ",

@@ -4,6 +4,7 @@
  * profiler trace or from any CUDA program run under the tool's CUPTI
  * injection library; `--start N` starts branches for the top ops.
  */
+#include <dirent.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,9 +12,11 @@
 #include <unistd.h>
 #include "bin/builtin.h"
 #include "lib/paths.h"
+#include "ops/problem.h"
 #include "profile/profile.h"
 #include "lib/repo.h"
 #include "lib/run.h"
+#include "lib/tempdir.h"
 
 static const char usage_profile[] =
 	"usage: git autokernel profile [--json] [--start N] [--backend B] TRACE\n"
@@ -101,43 +104,77 @@ static int parse_profile(int argc, char **argv, struct profile_opts *o)
 	return 0;
 }
 
-/* Runs CMD under libak-cupti.so; 0, or an exit code after an error. */
-static int run_profiled(struct profile *p, const struct profile_opts *o)
+/* python, python3, python3.12, or a script named *.py */
+static int is_python(const char *cmd)
 {
-	struct strbuf lib = STRBUF_INIT, out = STRBUF_INIT;
-	struct child c = CHILD_INIT;
-	const char *tmp = getenv("TMPDIR");
-	char how[128];
-	int fd, rc, ret = 1;
+	const char *base = strrchr(cmd, '/') ? strrchr(cmd, '/') + 1 : cmd;
+	size_t n = strlen(base);
 
-	strbuf_addf(&lib, "%s/libak-cupti.so", ak_libexecdir());
-	if (access(lib.buf, R_OK)) {
-		error("the CUPTI injection library '%s' is missing (the tool "
-		      "was built without CUPTI); profile a PyTorch trace "
-		      "instead", lib.buf);
-		strbuf_release(&lib);
-		return 3;
-	}
-	strbuf_addf(&out, "%s/ak-cupti-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	fd = mkstemp(out.buf);
-	if (fd < 0) {
-		error_errno("unable to create '%s'", out.buf);
-		strbuf_release(&lib);
-		strbuf_release(&out);
-		return 3;
-	}
-	close(fd);
-	strvec_pushv(&c.args, o->cmd);
-	strvec_pushf(&c.env, "CUDA_INJECTION64_PATH=%s", lib.buf);
-	strvec_pushf(&c.env, "AK_CUPTI_OUT=%s", out.buf);
-	c.timeout_ms = profile_timeout_s() * 1000;
-	c.quiet = o->json;       /* keep stdout for the JSON */
-	rc = run_child(&c);
-	if (rc) {
-		child_describe(&c, rc, how, sizeof(how));
-		error("'%s' %s%s", o->cmd[0], how, c.timed_out ?
-		      " (autokernel.profileTimeout)" : "");
-	} else if (!profile_read_cupti(p, out.buf)) {
+	return starts_with(base, "python") ||
+	       (n > 3 && !strcmp(base + n - 3, ".py"));
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * The traces python/ak_profile/sitecustomize.py wrote in dir, one per
+ * Python process that imported torch, in name order; how many, or -1.
+ */
+static int read_torch_traces(struct profile *p, const char *dir)
+{
+	struct strvec names = STRVEC_INIT;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (starts_with(e->d_name, "trace-"))
+			strvec_pushf(&names, "%s/%s", dir, e->d_name);
+	closedir(d);
+	if (names.nr)
+		qsort(names.v, names.nr, sizeof(*names.v), cmp_str);
+	for (size_t i = 0; i < names.nr && n >= 0; i++)
+		n = profile_add_trace(p, names.v[i]) < 0 ? -1 : n + 1;
+	strvec_clear(&names);
+	return n;
+}
+
+/*
+ * CMD's environment: the injection library where it is (lib, NULL if
+ * not), and the start-up module first on PYTHONPATH, so that a Python
+ * process that imports torch runs under torch.profiler with shapes.
+ */
+static void profiled_env(struct child *c, const char *lib, const char *dir)
+{
+	const char *py = getenv("PYTHONPATH");
+
+	if (lib)
+		strvec_pushf(&c->env, "CUDA_INJECTION64_PATH=%s", lib);
+	strvec_pushf(&c->env, "AK_CUPTI_OUT=%s/cupti.jsonl", dir);
+	strvec_pushf(&c->env, "AK_PROFILE_TRACE_DIR=%s/torch", dir);
+	strvec_pushf(&c->env, "PYTHONPATH=%s/python/ak_profile%s%s",
+		     ak_datadir(), py && *py ? ":" : "", py && *py ? py : "");
+}
+
+/* Reads what CMD left in dir: the torch traces, then the CUPTI records. */
+static int read_profiled(struct profile *p, const char *dir,
+			 const struct profile_opts *o, const char **source)
+{
+	struct strbuf path = STRBUF_INIT;
+	int traces, ret = 1;
+
+	strbuf_addf(&path, "%s/torch", dir);
+	traces = read_torch_traces(p, path.buf);
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/cupti.jsonl", dir);
+	if (traces >= 0 && (access(path.buf, R_OK) ||
+			    !profile_read_cupti(p, path.buf))) {
+		*source = traces > 0 ? "torch" : "cupti";
 		if (p->kernels)
 			ret = 0;
 		else
@@ -145,11 +182,70 @@ static int run_profiled(struct profile *p, const struct profile_opts *o)
 			      "its CUDA did not load the injection library)",
 			      o->cmd[0]);
 	}
-	unlink(out.buf);
+	strbuf_release(&path);
+	return ret;
+}
+
+/*
+ * Runs CMD under libak-cupti.so and the start-up module; 0, or an exit
+ * code after an error.  A Python CMD may run without the library: its
+ * torch.profiler records the kernels.
+ */
+static int run_profiled(struct profile *p, const struct profile_opts *o,
+			const char **source)
+{
+	struct strbuf lib = STRBUF_INIT, sub = STRBUF_INIT;
+	struct child c = CHILD_INIT;
+	const char *tmp = getenv("TMPDIR");
+	char how[128], *dir = NULL;
+	int rc, ret = 3, have_lib;
+
+	strbuf_addf(&lib, "%s/libak-cupti.so", ak_libexecdir());
+	have_lib = !access(lib.buf, R_OK);
+	if (!have_lib && !is_python(o->cmd[0])) {
+		error("the CUPTI injection library '%s' is missing (the tool "
+		      "was built without CUPTI); profile a PyTorch trace "
+		      "instead", lib.buf);
+		goto cleanup;
+	}
+	dir = tempdir_make(tmp && *tmp ? tmp : "/tmp");
+	strbuf_addf(&sub, "%s/torch", dir ? dir : "");
+	if (!dir || mkdir_p(sub.buf) < 0)
+		goto cleanup;
+	strvec_pushv(&c.args, o->cmd);
+	profiled_env(&c, have_lib ? lib.buf : NULL, dir);
+	c.timeout_ms = profile_timeout_s() * 1000;
+	c.quiet = o->json;       /* keep stdout for the JSON */
+	rc = run_child(&c);
+	ret = 1;
+	if (rc) {
+		child_describe(&c, rc, how, sizeof(how));
+		error("'%s' %s%s", o->cmd[0], how, c.timed_out ?
+		      " (autokernel.profileTimeout)" : "");
+	} else {
+		ret = read_profiled(p, dir, o, source);
+	}
+cleanup:
+	tempdir_remove(dir);
+	free(dir);
 	child_release(&c);
 	strbuf_release(&lib);
-	strbuf_release(&out);
+	strbuf_release(&sub);
 	return ret;
+}
+
+/* A call's layout by name ("half"), or NULL: unknown, or the op has one. */
+static const char *layout_name(const struct op *op,
+			       const struct prof_shape *g)
+{
+	return g ? op_layout_name(op, g->layout) : NULL;
+}
+
+static json_t *layout_json(const struct op *op, const struct prof_shape *g)
+{
+	const char *l = layout_name(op, g);
+
+	return l ? json_string(l) : json_null();
 }
 
 static void shape_text(char *buf, size_t len, const struct prof_shape *g)
@@ -214,6 +310,27 @@ static void ceilings_text(struct strbuf *sb, const struct profile *p)
 		    p->device ? "'" : "");
 }
 
+/* What a layout means, in the model's words. */
+static const struct {
+	const char *layout, *says;
+} layout_notes[] = {
+	{ "half", "the half-split layout, x[i] with x[i+D/2] (rotate_half: "
+	  "Llama, Mistral, Qwen)" },
+	{ "interleaved", "the interleaved layout, x[2i] with x[2i+1] "
+	  "(rotate_every_two, complex products: GPT-J, Meta's Llama)" },
+};
+
+static void layout_note(struct strbuf *sb, const struct prof_op *o)
+{
+	const char *l = layout_name(o->op, o->typical);
+
+	for (size_t i = 0; l && i < ARRAY_SIZE(layout_notes); i++)
+		if (!strcmp(l, layout_notes[i].layout))
+			strbuf_addf(sb, "%s: %s; --start starts it with "
+				    "--layout %s. ", o->op->name,
+				    layout_notes[i].says, l);
+}
+
 static void print_table(const struct profile *p,
 			const struct profile_opts *o)
 {
@@ -256,6 +373,8 @@ static void print_table(const struct profile *p,
 			       100 * p->top_names[i]->us / p->total_us);
 		printf("%s\n", p->nr_names > 3 ? ", ..." : "");
 	}
+	for (int i = 0; i < p->nr_rank; i++)
+		layout_note(&sb, p->rank[i]);
 	strbuf_addstr(&sb, "bound: the whole model's speedup if that op alone "
 		      "ran at its floor; if free: if it took no time (Amdahl). ");
 	if (shapes)
@@ -263,7 +382,10 @@ static void print_table(const struct profile *p,
 	else
 		strbuf_addf(&sb, "No shapes, so no floors: %s.", o->trace ?
 			    "record the trace with record_shapes=True" :
-			    "kernel names carry none");
+			    "kernel names carry none, and no CPU ops say what "
+			    "the not covered kernels are part of (a PyTorch "
+			    "program run as 'profile -- python3 ...' is "
+			    "recorded with its ops and shapes)");
 	if (p->memcpy_us > 0)
 		strbuf_addf(&sb, " Copies and fills (%.3f ms) are not kernels "
 			    "and are not counted.", p->memcpy_us / 1000);
@@ -300,6 +422,9 @@ static json_t *op_json(const struct profile *p, const struct prof_op *o)
 	json_object_set_new(r, "dtype", o->typical && o->typical->dt_known ?
 			    json_string(dtype_name(o->typical->dt)) :
 			    json_null());
+	if (o->op->layouts)
+		json_object_set_new(r, "layout",
+				    layout_json(o->op, o->typical));
 	json_object_set_new(r, "floor_ms", num_or_null(o->floor_us / 1000,
 						       o->floor_us >= 0));
 	json_object_set_new(r, "bound", num_or_null(o->bound, o->bound > 0));
@@ -307,11 +432,15 @@ static json_t *op_json(const struct profile *p, const struct prof_op *o)
 	for (size_t i = 0; i < o->nr_shapes; i++) {
 		const struct prof_shape *g = &o->shapes[i];
 
-		json_array_append_new(shapes, json_pack("{s:o,s:o,s:f,s:I}",
+		json_t *e = json_pack("{s:o,s:o,s:f,s:I}",
 			"shape", shape_json(g), "dtype", g->dt_known ?
 			json_string(dtype_name(g->dt)) : json_null(),
 			"share", p->total_us > 0 ? g->us / p->total_us : 0.0,
-			"calls", (json_int_t)g->calls));
+			"calls", (json_int_t)g->calls);
+
+		if (o->op->layouts)
+			json_object_set_new(e, "layout", layout_json(o->op, g));
+		json_array_append_new(shapes, e);
 	}
 	json_object_set_new(r, "shapes", shapes);
 	return r;
@@ -416,6 +545,9 @@ static int start_one(const struct prof_op *o, const struct profile_opts *opts,
 			dtype_list(dts, sizeof(dts), o->typical);
 			strvec_pushl(&c.args, "--dtype", dts, NULL);
 		}
+		if (layout_name(o->op, o->typical))
+			strvec_pushl(&c.args, "--layout",
+				     layout_name(o->op, o->typical), NULL);
 	}
 	fprintf(opts->json ? stderr : stdout, "starting %s (%.1f%% of GPU "
 		"time) at %s\n", name, 100 * o->share,
@@ -497,7 +629,7 @@ int cmd_profile(int argc, char **argv)
 	struct profile_opts o = { 0 };
 	struct profile p;
 	struct prof_ceilings ceil;
-	const char *source;
+	const char *source = "cupti";
 	json_t *j = NULL;
 	int rc;
 
@@ -508,8 +640,7 @@ int cmd_profile(int argc, char **argv)
 		source = "trace";
 		rc = profile_read_trace(&p, o.trace) < 0 ? 1 : 0;
 	} else {
-		source = "cupti";
-		rc = run_profiled(&p, &o);
+		rc = run_profiled(&p, &o, &source);
 	}
 	if (rc)
 		goto cleanup;

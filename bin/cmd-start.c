@@ -23,7 +23,7 @@ static const char usage_start[] =
 	"usage: git autokernel start <op> [--backend B] [--dtype D[,D..]]\n"
 	"                            [--shape S[:W[:D]]]... [--from-profile TRACE]\n"
 	"                            [--name N] [--from FILE] [--naive]\n"
-	"                            [--problem FILE]\n"
+	"                            [--problem FILE] [--layout L]\n"
 	"\n"
 	"Creates branch autokernel/<name> (name: the op), writes\n"
 	"<name>/problem.json and the kernel (the tool's starter, its simplest\n"
@@ -33,10 +33,13 @@ static const char usage_start[] =
 	"default 1) and dtype D; --from-profile takes the workload from a\n"
 	"profiler trace of the model.  --dtype sets the dtypes verified (the\n"
 	"first is benchmarked); --problem takes shapes, tolerances and seed\n"
-	"from a problem.json of your own.\n";
+	"from a problem.json of your own; --layout picks the layout of an op\n"
+	"that has several (rotary_embedding: interleaved, the default, or\n"
+	"half: rotate_half's x[i] with x[i+D/2]).\n";
 
 struct start_opts {
 	const char *op, *backend, *dtype, *name, *from, *problem, *trace;
+	const char *layout;
 	struct strvec shapes;   /* "S[:W[:D]]" */
 	int naive;
 };
@@ -79,6 +82,7 @@ static int parse_start(int argc, char **argv, struct start_opts *o)
 		{ "from", required_argument, NULL, 'f' },
 		{ "naive", no_argument, NULL, 'N' },
 		{ "problem", required_argument, NULL, 'p' },
+		{ "layout", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -94,6 +98,7 @@ static int parse_start(int argc, char **argv, struct start_opts *o)
 		case 'f': o->from = optarg; break;
 		case 'N': o->naive = 1; break;
 		case 'p': o->problem = optarg; break;
+		case 'l': o->layout = optarg; break;
 		default: return usage_with(usage_start, opt == 'h') ? 2 : -1;
 		}
 	}
@@ -136,6 +141,8 @@ static int make_problem(struct problem *p, const struct start_opts *o,
 		problem_default(p, op, backend);
 	}
 	if (o->dtype && problem_set_dtypes(p, o->dtype) < 0)
+		return -1;
+	if (o->layout && problem_set_layout(p, o->layout) < 0)
 		return -1;
 	if (o->shapes.nr && problem_set_workload(p, o->shapes.v,
 						 (int)o->shapes.nr) < 0)

@@ -1093,23 +1093,44 @@ static void rotary_generate(const struct shape *s, struct ak_tensor *in,
 	}
 }
 
+/*
+ * The pair that rotates together: (x[2i], x[2i+1]) interleaved, or
+ * (x[i], x[i+D/2]) half-split (rotate_half: Llama, Mistral, Qwen).
+ */
+static void rotary_pair(int64_t D, int layout, int64_t i, int64_t *a,
+			int64_t *b)
+{
+	*a = layout == ROTARY_HALF ? i : 2 * i;
+	*b = layout == ROTARY_HALF ? i + D / 2 : 2 * i + 1;
+}
+
 static void rotary_reference(const struct shape *s,
 			     const struct ak_tensor *in,
 			     const double scalar[4], int64_t r, double *ref)
 {
-	int64_t D = BH_D(s), half = D / 2, t = r % BH_S(s);
+	int64_t D = BH_D(s), half = D / 2, t = r % BH_S(s), ia, ib;
+	int layout = scalar[0] == ROTARY_HALF ? ROTARY_HALF : 0;
 	double a, b, c, sn;
 
-	(void)scalar;
 	load(&in[0], r * D, D, ref);
 	for (int64_t i = 0; i < half; i++) {
-		a = ref[2 * i];
-		b = ref[2 * i + 1];
+		rotary_pair(D, layout, i, &ia, &ib);
+		a = ref[ia];
+		b = ref[ib];
 		c = at(&in[1], t * half + i);
 		sn = at(&in[2], t * half + i);
-		ref[2 * i] = a * c - b * sn;
-		ref[2 * i + 1] = a * sn + b * c;
+		ref[ia] = a * c - b * sn;
+		ref[ib] = a * sn + b * c;
 	}
+}
+
+/* scalar[0] is the layout (problem.json "layout"); nothing else */
+static void rotary_scalars(const struct shape *s, double scalar[4])
+{
+	double layout = scalar[0] == ROTARY_HALF ? ROTARY_HALF : 0;
+
+	no_scalars(s, scalar);
+	scalar[0] = layout;
 }
 
 /* a*cos - b*sin cancels; its f32 error is relative to the row's size */
@@ -1136,6 +1157,8 @@ static double rotary_flops(const struct shape *s)
 	return 3.0 * (double)bhsd_rows(s) * BH_D(s);
 }
 
+static const char *const rotary_layouts[] = { "interleaved", "half", NULL };
+
 /* Row (b,h,s) reads that row of x and row s of cos and sin. */
 static void rotary_deps(const struct shape *s, int64_t r, int64_t *lo,
 			int64_t *n)
@@ -1158,15 +1181,18 @@ static void rotary_bench_gen(const struct shape *s, enum ak_dtype dt,
 
 static const struct op op_rotary = {
 	.name = "rotary_embedding",
-	.summary = "rotary position embedding, interleaved pairs",
+	.summary = "rotary position embedding, interleaved or half-split pairs",
 	.dims = "B,H,S,D",
 	.n_dims = 4,
 	.n_in = 3,
 	.n_out = 1,
 	.in_names = { "x", "cos", "sin" },
 	.in_desc = { "x[B,H,S,D]", "cos[S,D/2]", "sin[S,D/2]" },
-	.out_desc = "y[B,H,S,D]: (x[2i], x[2i+1]) rotated by (cos, sin)[s,i]",
-	.scalar_desc = NULL,
+	.out_desc = "y[B,H,S,D]: the pairs (x[2i], x[2i+1]) (interleaved) or "
+		    "(x[i], x[i+D/2]) (half) rotated by (cos, sin)[s,i]",
+	.scalar_desc = "scalar[0]=layout: 0 interleaved, 1 half (problem.json "
+		       "\"layout\")",
+	.layouts = rotary_layouts,
 	.compute_bound = 0,
 	.smoke_shape = "1x2x4x8",
 	.test_shapes = { "1x8x128x64", "2x16x512x128", "1x32x1024x128",
@@ -1182,7 +1208,7 @@ static const struct op op_rotary = {
 		   "~2u of the output",
 	.check_shape = rotary_check,
 	.tensors = rotary_tensors,
-	.scalars = no_scalars,
+	.scalars = rotary_scalars,
 	.generate = rotary_generate,
 	.rows = bhsd_rows,
 	.row_len = bhsd_row_len,

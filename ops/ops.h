@@ -72,6 +72,13 @@ struct op {
 	const char *in_desc[AK_OP_MAX_IN];    /* "x[R,C]", "w[C]", ... */
 	const char *out_desc;                 /* "y[R,C] softmax over C" */
 	const char *scalar_desc;              /* "scalar[0]=eps=1e-5" or NULL */
+	/*
+	 * The layouts of the main input an op takes, NULL-terminated, or
+	 * NULL for one: problem.json "layout" names one, and the kernel sees
+	 * its index in scalar[0] (rotary_embedding: 0 interleaved pairs, 1
+	 * half-split, as rotate_half() pairs x[i] with x[i+D/2]).
+	 */
+	const char *const *layouts;
 	int compute_bound;          /* roofline against flops, else bytes */
 
 	/* Default shapes, "AxBxC" strings, NULL-terminated lists. */
@@ -143,6 +150,9 @@ struct op {
 	/* Floating-point operations (2 per multiply-add). */
 	double (*flops)(const struct shape *s);
 };
+
+/* rotary_embedding's layouts, its scalar[0] */
+enum { ROTARY_INTERLEAVED = 0, ROTARY_HALF = 1 };
 
 extern const struct op *const ops[];    /* NULL-terminated, SPEC order */
 

@@ -168,6 +168,50 @@ int problem_set_dtypes(struct problem *p, const char *list)
 	return ret;
 }
 
+int op_layout_index(const struct op *op, const char *name)
+{
+	for (int i = 0; op->layouts && op->layouts[i]; i++)
+		if (!strcmp(op->layouts[i], name))
+			return i;
+	return -1;
+}
+
+const char *op_layout_name(const struct op *op, int i)
+{
+	for (int k = 0; op->layouts && op->layouts[k]; k++)
+		if (k == i)
+			return op->layouts[k];
+	return NULL;
+}
+
+const char *problem_layout(const struct problem *p)
+{
+	int i = (int)p->scalar[0];
+
+	return i == p->scalar[0] ? op_layout_name(p->op, i) : NULL;
+}
+
+int problem_set_layout(struct problem *p, const char *name)
+{
+	int i = op_layout_index(p->op, name);
+
+	if (!p->op->layouts)
+		return error("'%s' takes no layout", p->op->name);
+	if (i < 0) {
+		struct strbuf all = STRBUF_INIT;
+
+		for (int k = 0; p->op->layouts[k]; k++)
+			strbuf_addf(&all, "%s%s", k ? ", " : "",
+				    p->op->layouts[k]);
+		error("unknown layout '%s' for '%s' (%s)", name, p->op->name,
+		      all.buf);
+		strbuf_release(&all);
+		return -1;
+	}
+	p->scalar[0] = i;
+	return 0;
+}
+
 static json_t *shape_json(const struct shape *s)
 {
 	char buf[128];
@@ -217,6 +261,9 @@ char *problem_dump(const struct problem *p)
 			json_pack("{s:f,s:f}", "atol", p->tol[d].atol,
 				  "rtol", p->tol[d].rtol));
 	json_object_set_new(j, "tolerances", tol);
+	if (problem_layout(p))
+		json_object_set_new(j, "layout",
+				    json_string(problem_layout(p)));
 	a = json_array();
 	for (int i = 0; i < 4; i++)
 		json_array_append_new(a, json_real(p->scalar[i]));
@@ -318,6 +365,21 @@ static int get_tolerances(json_t *j, struct problem *p, const char *origin)
 	return 0;
 }
 
+/* "layout", else scalar[0] as the layout's index: one the op has */
+static int get_layout(json_t *j, struct problem *p, const char *origin)
+{
+	json_t *l = json_object_get(j, "layout");
+
+	if (l && !json_is_string(l))
+		return error("%s: 'layout' must be a string", origin);
+	if (l && problem_set_layout(p, json_string_value(l)) < 0)
+		return error("%s: bad 'layout'", origin);
+	if (p->op->layouts && !problem_layout(p))
+		return error("%s: scalars[0] = %g is no layout of '%s'",
+			     origin, p->scalar[0], p->op->name);
+	return 0;
+}
+
 static int get_dtypes(json_t *j, struct problem *p, const char *origin)
 {
 	json_t *a = json_object_get(j, "dtypes"), *v;
@@ -387,6 +449,8 @@ int problem_parse(struct problem *p, const char *text, const char *origin)
 		p->scalar[i] = json_number_value(json_array_get(sc, i));
 	if (json_is_integer(json_object_get(j, "seed")))
 		p->seed = json_integer_value(json_object_get(j, "seed"));
+	if (get_layout(j, p, origin))
+		goto cleanup;
 	ret = 0;
 cleanup:
 	json_decref(j);

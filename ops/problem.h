@@ -1,6 +1,7 @@
 /*
  * problem.h: <name>/problem.json, the fixed terms of one optimization: the
- * op, backend, kernel file, dtypes, shapes, tolerances, scalars and seed.
+ * op, backend, kernel file, dtypes, shapes, tolerances, scalars (and the
+ * layout they hold, for an op of several) and seed.
  * `start` writes it once; the hooks refuse any later change to it.
  *
  *	struct problem p;
@@ -58,6 +59,17 @@ int problem_set_workload(struct problem *p, const char *const *specs,
 			 int n);
 /* Weights that sum to 1, and bench = work[0]'s shape. */
 void problem_normalize_workload(struct problem *p);
+
+/*
+ * The layout of an op that has several (rotary_embedding: "interleaved",
+ * "half"), kept in scalar[0] as its index in op->layouts: set by name (0
+ * or error()), read back (NULL for an op of one layout), looked up (-1).
+ */
+int problem_set_layout(struct problem *p, const char *name);
+const char *problem_layout(const struct problem *p);
+int op_layout_index(const struct op *op, const char *name);
+/* Layout i of op by name, or NULL (none such, or an op of one layout). */
+const char *op_layout_name(const struct op *op, int i);
 
 /* "f16,bf16" -> dtypes; 0 or error(). */
 int problem_set_dtypes(struct problem *p, const char *list);

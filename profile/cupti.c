@@ -1,7 +1,9 @@
 /*
  * profile-cupti.c: the JSON lines libak-cupti.so writes (one object a
- * line, backends/cupti-inject.c) into a profile.  Kernels are mapped by
- * name alone: there are no CPU ops to say more, and no shapes.
+ * line, profile/cupti-inject.c) into a profile.  Kernels are mapped by
+ * name alone: there are no CPU ops to say more, and no shapes.  One
+ * sequence is read too: a log-softmax kernel followed by an nll_loss one
+ * is one cross-entropy call (alone it is no op: not the softmax op).
  *
  *	{"kind":"device","id":0,"name":"NVIDIA H200"}
  *	{"kind":"kernel","name":"softmax_kernel(float const*, ...)",
@@ -20,7 +22,7 @@
 struct kname {
 	char *name;
 	char *what;
-	int opi, dt_known;
+	int opi, dt_known, log_softmax;
 	enum ak_dtype dt;
 };
 
@@ -73,6 +75,7 @@ static const struct kname *kcache_get(struct kcache *c, const char *name)
 	k->name = xstrdup(name);
 	k->dt = AK_F16;
 	k->opi = prof_map_kernel(name, &k->dt, &k->dt_known);
+	k->log_softmax = prof_is_log_softmax(name);
 	prof_short_name(what, sizeof(what), name);
 	k->what = xstrdup(what);
 	c->slots[h] = (uint32_t)++c->nr;
@@ -89,11 +92,50 @@ static void kcache_release(struct kcache *c)
 	free(c->slots);
 }
 
-static void one_line(struct profile *p, struct kcache *c, json_t *j)
+/* A log-softmax kernel waiting for the kernel after it. */
+struct held {
+	const struct kname *k;
+	double us;
+};
+
+static void add_kname(struct profile *p, const struct kname *k, int opi,
+		      double us, int new_call)
+{
+	profile_add(p, opi, NULL, k->dt_known ? &k->dt : NULL, us, new_call,
+		    k->what);
+}
+
+/* The held log-softmax: cross_entropy's if an nll_loss k follows it. */
+static int release(struct profile *p, struct held *h, const struct kname *k)
+{
+	int ce = prof_op_index("cross_entropy");
+	int joined = h->k && k && k->opi == ce;
+
+	if (h->k)
+		add_kname(p, h->k, joined ? ce : -1, h->us, 1);
+	h->k = NULL;
+	return joined;
+}
+
+static void one_kernel(struct profile *p, struct kcache *c, struct held *h,
+		       const char *name, double us)
+{
+	const struct kname *k = kcache_get(c, name);
+	int joined = release(p, h, k);
+
+	if (k->log_softmax) {
+		h->k = k;
+		h->us = us;
+		return;
+	}
+	add_kname(p, k, k->opi, us, !joined);
+}
+
+static void one_line(struct profile *p, struct kcache *c, struct held *h,
+		     json_t *j)
 {
 	const char *kind = json_string_value(json_object_get(j, "kind"));
 	const char *name = json_string_value(json_object_get(j, "name"));
-	const struct kname *k;
 	double start, end;
 
 	if (!kind)
@@ -101,11 +143,8 @@ static void one_line(struct profile *p, struct kcache *c, json_t *j)
 	if (!strcmp(kind, "kernel") && name) {
 		start = json_number_value(json_object_get(j, "start"));
 		end = json_number_value(json_object_get(j, "end"));
-		if (end < start)
-			return;
-		k = kcache_get(c, name);
-		profile_add(p, k->opi, NULL, k->dt_known ? &k->dt : NULL,
-			    (end - start) / 1000.0, 1, k->what);
+		if (end >= start)
+			one_kernel(p, c, h, name, (end - start) / 1000.0);
 	} else if (!strcmp(kind, "device") && name && !p->device) {
 		p->device = xstrdup(name);
 	} else if (!strcmp(kind, "dropped")) {
@@ -120,6 +159,7 @@ int profile_read_cupti(struct profile *p, const char *path)
 {
 	FILE *f = fopen(path, "r");
 	struct kcache c = { 0 };
+	struct held h = { NULL, 0 };
 	char *line = NULL;
 	size_t cap = 0;
 	long lineno = 0, bad = 0, first_bad = 0;
@@ -136,9 +176,10 @@ int profile_read_cupti(struct profile *p, const char *path)
 				first_bad = lineno;
 			continue;
 		}
-		one_line(p, &c, j);
+		one_line(p, &c, &h, j);
 		json_decref(j);
 	}
+	release(p, &h, NULL);
 	if (bad)
 		warning("%ld malformed kernel record%s skipped (the first: line "
 			"%ld; a process killed while writing?)", bad,

@@ -90,6 +90,41 @@ static void name_dtype(const char *l, enum ak_dtype *dt, int *known)
 		*known = 0;
 }
 
+/* w in l: "a|b|~c", ~ for a whole word */
+static int has_any(const char *l, const char *words)
+{
+	char w[64];
+
+	for (const char *p = words; *p; ) {
+		size_t len = strcspn(p, "|");
+		int word = *p == '~';
+
+		snprintf(w, sizeof(w), "%.*s", (int)(len - word), p + word);
+		if (word ? has_word(l, w) : has(l, w))
+			return 1;
+		p += len + (p[len] == '|');
+	}
+	return 0;
+}
+
+/*
+ * A kernel's name, in this order: the first rule that matches names its
+ * op (NULL: none).  A log-softmax is cross-entropy's first half, not the
+ * softmax op: it counts where an nll_loss follows (profile-cupti.c) or
+ * its CPU op says so.
+ */
+static const struct {
+	const char *words, *op;
+} kernel_rules[] = {
+	{ "flash|fmha|attention|sdpa|attn", "flash_attention" },
+	{ "cross_entropy|crossentropy|nll_loss", "cross_entropy" },
+	{ "rms_norm|rmsnorm", "rmsnorm" },
+	{ "layer_norm|layernorm", "layernorm" },
+	{ "rotary|~rope", "rotary_embedding" },
+	{ "logsoftmax|log_softmax", NULL },
+	{ "softmax", "softmax" },
+};
+
 int prof_map_kernel(const char *name, enum ak_dtype *dt, int *dt_known)
 {
 	char l[1024];
@@ -100,20 +135,10 @@ int prof_map_kernel(const char *name, enum ak_dtype *dt, int *dt_known)
 	/* a gemm is a gemm in either pass; nothing else of a backward is */
 	if (name_backward(l))
 		return name_gemm(l) ? prof_op_index("matmul") : -1;
-	if (has(l, "flash") || has(l, "fmha") || has(l, "attention") ||
-	    has(l, "sdpa") || has(l, "attn"))
-		return prof_op_index("flash_attention");
-	if (has(l, "cross_entropy") || has(l, "crossentropy") ||
-	    has(l, "nll_loss"))
-		return prof_op_index("cross_entropy");
-	if (has(l, "rms_norm") || has(l, "rmsnorm"))
-		return prof_op_index("rmsnorm");
-	if (has(l, "layer_norm") || has(l, "layernorm"))
-		return prof_op_index("layernorm");
-	if (has(l, "rotary") || has_word(l, "rope"))
-		return prof_op_index("rotary_embedding");
-	if (has(l, "softmax"))
-		return prof_op_index("softmax");
+	for (size_t i = 0; i < ARRAY_SIZE(kernel_rules); i++)
+		if (has_any(l, kernel_rules[i].words))
+			return kernel_rules[i].op ?
+			       prof_op_index(kernel_rules[i].op) : -1;
 	if (name_gemm(l))
 		return prof_op_index("matmul");
 	if ((t = triton_op(l)) >= 0)
@@ -121,6 +146,14 @@ int prof_map_kernel(const char *name, enum ak_dtype *dt, int *dt_known)
 	if (has(l, "reduce") && (has(l, "sum") || has(l, "mean")))
 		return prof_op_index("reduce");
 	return -1;
+}
+
+int prof_is_log_softmax(const char *name)
+{
+	char l[1024];
+
+	lower(l, sizeof(l), name);
+	return has_any(l, "logsoftmax|log_softmax");
 }
 
 void prof_short_name(char *buf, size_t len, const char *name)
@@ -229,9 +262,32 @@ static void scope_name(char *buf, size_t len, const char *name)
 	lower(buf, len, p);
 }
 
+/*
+ * Scopes (a Python function, an nn.Module, a record_function) and other
+ * libraries' ops (flash_attn::, _C::rms_norm), by the name they are known
+ * by.  An attention scope names no op: transformers' wrappers hold
+ * transposes and copies around the attention op, which maps by itself.
+ */
+enum { IN_SCOPE = 1, IN_OP = 2 };
+
+static const struct {
+	const char *words, *op;
+	int where, map;         /* map: the contents decide (PROF_MAP_*) */
+} event_rules[] = {
+	{ "rmsnorm|rms_norm", "rmsnorm", IN_SCOPE | IN_OP, 0 },
+	{ "layernorm|layer_norm", "layernorm", IN_SCOPE | IN_OP, 0 },
+	{ "rotary|~rope", NULL, IN_SCOPE | IN_OP, PROF_MAP_ROTARY },
+	{ "scaled_dot_product_attention|flash_attn|flash_attention|~sdpa",
+	  "flash_attention", IN_OP, 0 },
+	{ "cross_entropy|crossentropy", "cross_entropy", IN_SCOPE | IN_OP, 0 },
+	{ "mlp|swiglu|feed_forward|feedforward|~ffn", NULL, IN_SCOPE,
+	  PROF_MAP_MLP },
+};
+
 int prof_map_event(const char *name, int is_op)
 {
 	const char *a = is_op ? aten_name(name) : NULL;
+	int where = is_op ? IN_OP : IN_SCOPE;
 	char l[512];
 
 	if (a) {
@@ -240,23 +296,14 @@ int prof_map_event(const char *name, int is_op)
 				return prof_op_index(aten_ops[i].op);
 		return PROF_MAP_NONE;
 	}
-	/* scopes and other libraries' ops (flash_attn::, _C::rms_norm) */
 	scope_name(l, sizeof(l), name);
-	if (has(l, "rmsnorm") || has(l, "rms_norm"))
-		return prof_op_index("rmsnorm");
-	if (has(l, "layernorm") || has(l, "layer_norm"))
-		return prof_op_index("layernorm");
-	if (has(l, "rotary") || has_word(l, "rope"))
-		return prof_op_index("rotary_embedding");
-	if (has(l, "scaled_dot_product_attention") || has(l, "flash_attn") ||
-	    has(l, "flash_attention") || has_word(l, "sdpa"))
-		return prof_op_index("flash_attention");
-	if (has(l, "cross_entropy") || has(l, "crossentropy"))
-		return prof_op_index("cross_entropy");
-	if (!is_op && (has(l, "mlp") || has(l, "swiglu") ||
-		       has(l, "feed_forward") || has(l, "feedforward") ||
-		       has_word(l, "ffn")))
-		return PROF_MAP_MLP;
+	for (size_t i = 0; i < ARRAY_SIZE(event_rules); i++) {
+		if (!(event_rules[i].where & where) ||
+		    !has_any(l, event_rules[i].words))
+			continue;
+		return event_rules[i].op ? prof_op_index(event_rules[i].op) :
+		       event_rules[i].map;
+	}
 	return PROF_MAP_NONE;
 }
 
@@ -290,6 +337,19 @@ static void type_at(json_t *args, size_t i, enum ak_dtype *dt, int *known)
 		*dt = AK_F32;
 	else
 		*known = 0;
+}
+
+int prof_input_dims(json_t *args, size_t i, int64_t *d, int max)
+{
+	return dims_at(args, i, d, max);
+}
+
+int prof_input_dtype(json_t *args, size_t i, enum ak_dtype *dt)
+{
+	int known;
+
+	type_at(args, i, dt, &known);
+	return known;
 }
 
 static int64_t prod(const int64_t *d, int n)

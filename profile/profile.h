@@ -12,9 +12,15 @@
  *                          injection library) writes for any CUDA program:
  *                          kernel names only, no shapes.
  *
- * The mapping rules live in profile-map.c.  Every kernel lands in one op
- * or in "not covered"; a call is one launch of the op (the CPU op or
- * scope all of its kernels came from), and its shape is kept, so each op
+ * Both add to the profile, so `profile -- CMD` reads every trace that
+ * python/ak_profile/sitecustomize.py wrote for CMD's Python processes and
+ * then the library's records of the others.
+ *
+ * The mapping rules live in profile/map.c (names) and profile/pattern.c
+ * (sequences of ops, the way model code writes an op out).  Every kernel
+ * lands in one op or in "not covered"; a call is one launch of the op (the
+ * CPU op, scope or run of ops all of its kernels came from), and its
+ * shape is kept, so each op
  * has a typical shape (the one that takes the most time) and a floor (the
  * sum over its calls of the op's bytes over the copy bandwidth or flops
  * over the matrix rate, whichever is longer).  profile_finish() ranks the
@@ -45,11 +51,15 @@
 
 #define PROF_MAX_OPS 16
 
-/* The calls of one op at one shape and dtype (s.n == 0: shape unknown). */
+/*
+ * The calls of one op at one shape, dtype and layout (s.n == 0: shape
+ * unknown; layout: rotary_embedding's ROTARY_*, -1 unknown or none).
+ */
 struct prof_shape {
 	struct shape s;
 	enum ak_dtype dt;
 	int dt_known;
+	int layout;
 	double us;
 	long calls;
 };
@@ -108,6 +118,9 @@ void profile_release(struct profile *p);
 
 /* Reads a chrome trace, plain or gzipped; 0, or -1 after an error(). */
 int profile_read_trace(struct profile *p, const char *path);
+/* The same, adding to p, for a trace that may hold no kernels (a process
+ * that did no GPU work): 0 then too. */
+int profile_add_trace(struct profile *p, const char *path);
 /* Reads libak-cupti.so's JSON lines; 0, or -1 after an error(). */
 int profile_read_cupti(struct profile *p, const char *path);
 
@@ -119,6 +132,9 @@ int profile_read_cupti(struct profile *p, const char *path);
 void profile_add(struct profile *p, int opi, const struct shape *s,
 		 const enum ak_dtype *dt, double us, int new_call,
 		 const char *what);
+/* The same for a call of known layout: at's s, dt (if dt_known), layout. */
+void profile_add_at(struct profile *p, int opi, const struct prof_shape *at,
+		    double us, int new_call, const char *what);
 
 /* The device's measured ceilings (device-<backend>-<name>.json in the
  * repository or the user's cache, as `init` writes them), else the default
@@ -142,7 +158,7 @@ double prof_floor_us(const struct op *op, const struct shape *s,
 		     enum ak_dtype dt, const struct prof_ceilings *c);
 
 /*
- * The mapping rules (profile-map.c).
+ * The mapping rules by name (profile/map.c).
  *
  * prof_map_kernel(): an op index (into ops[]) from a kernel's name alone,
  * or -1; *dt from the name where it says ("half", "bf16" ...), else
@@ -157,16 +173,26 @@ void prof_short_name(char *buf, size_t len, const char *name);
 /*
  * prof_map_event(): the op a CPU op (is_op) or a scope (a Python function,
  * an nn.Module, a record_function annotation) stands for: an op index,
- * PROF_MAP_MLP for a scope that is fused_mlp if it holds a SwiGLU (the
- * caller checks its contents), or PROF_MAP_NONE.
+ * PROF_MAP_MLP for a scope that is fused_mlp if it holds a SwiGLU,
+ * PROF_MAP_ROTARY for one that is rotary_embedding if it rotates (a neg,
+ * a stack, a complex product: LlamaRotaryEmbedding, which only makes the
+ * cos and sin tables, does not), the caller checking the contents; or
+ * PROF_MAP_NONE.
  */
-enum { PROF_MAP_NONE = -1, PROF_MAP_MLP = -2 };
+enum { PROF_MAP_NONE = -1, PROF_MAP_MLP = -2, PROF_MAP_ROTARY = -3 };
 int prof_map_event(const char *name, int is_op);
 /* aten::mm, addmm, bmm, matmul, linear ... */
 int prof_is_matmul(const char *name);
 int prof_is_backward(const char *name);
 /* "silu" 1, "mul" 2, both ("silu_and_mul") 3, else 0. */
 int prof_swiglu_part(const char *name);
+/* A kernel named like a log-softmax (cross-entropy's, not softmax). */
+int prof_is_log_softmax(const char *name);
+
+/* Input i's sizes from a CPU op's "Input Dims": its ndim, or -1. */
+int prof_input_dims(json_t *args, size_t i, int64_t *d, int max);
+/* Input i's dtype from "Input type": 1, or 0 when it names none. */
+int prof_input_dtype(json_t *args, size_t i, enum ak_dtype *dt);
 
 /*
  * The shape of op index opi from a CPU op's "Input Dims" and "Input type"

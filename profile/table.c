@@ -95,43 +95,35 @@ static struct prof_name *name_get(struct profile *p, const char *name)
 	return &p->names[p->nr_names - 1];
 }
 
-static int same_shape(const struct prof_shape *g, const struct shape *s,
-		      const enum ak_dtype *dt)
+static int same_shape(const struct prof_shape *g, const struct prof_shape *at)
 {
-	if (g->s.n != (s ? s->n : 0) || g->dt_known != !!dt ||
-	    (dt && g->dt != *dt))
+	if (g->s.n != at->s.n || g->dt_known != at->dt_known ||
+	    (at->dt_known && g->dt != at->dt) || g->layout != at->layout)
 		return 0;
 	for (int i = 0; i < g->s.n; i++)
-		if (g->s.d[i] != s->d[i])
+		if (g->s.d[i] != at->s.d[i])
 			return 0;
 	return 1;
 }
 
-static struct prof_shape *shape_get(struct prof_op *o, const struct shape *s,
-				    const enum ak_dtype *dt)
+static struct prof_shape *shape_get(struct prof_op *o,
+				    const struct prof_shape *at)
 {
 	struct prof_shape *g;
 
-	if (s && !s->n)
-		s = NULL;
 	for (size_t i = 0; i < o->nr_shapes; i++)
-		if (same_shape(&o->shapes[i], s, dt))
+		if (same_shape(&o->shapes[i], at))
 			return &o->shapes[i];
 	ALLOC_GROW(o->shapes, o->nr_shapes + 1, o->alloc_shapes);
 	g = &o->shapes[o->nr_shapes++];
-	memset(g, 0, sizeof(*g));
-	if (s)
-		g->s = *s;
-	if (dt) {
-		g->dt = *dt;
-		g->dt_known = 1;
-	}
+	*g = *at;
+	g->us = 0;
+	g->calls = 0;
 	return g;
 }
 
-void profile_add(struct profile *p, int opi, const struct shape *s,
-		 const enum ak_dtype *dt, double us, int new_call,
-		 const char *what)
+void profile_add_at(struct profile *p, int opi, const struct prof_shape *at,
+		    double us, int new_call, const char *what)
 {
 	struct prof_op *o = opi >= 0 && opi < p->nr_ops ? &p->op[opi] :
 			    &p->other;
@@ -149,9 +141,26 @@ void profile_add(struct profile *p, int opi, const struct shape *s,
 		n->kernels++;
 		return;
 	}
-	g = shape_get(o, s, dt);
+	g = shape_get(o, at);
 	g->us += us;
 	g->calls += !!new_call;
+}
+
+void profile_add(struct profile *p, int opi, const struct shape *s,
+		 const enum ak_dtype *dt, double us, int new_call,
+		 const char *what)
+{
+	struct prof_shape at;
+
+	memset(&at, 0, sizeof(at));
+	at.layout = -1;
+	if (s && s->n)
+		at.s = *s;
+	if (dt) {
+		at.dt = *dt;
+		at.dt_known = 1;
+	}
+	profile_add_at(p, opi, &at, us, new_call, what);
 }
 
 static void device_file(struct strbuf *path, const char *dir,

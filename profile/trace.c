@@ -14,63 +14,27 @@
  *
  * The CPU events of a thread nest (a cpu_op inside a Python function inside
  * a module's forward), so the events around the launch, innermost first,
- * are the chain that profile-map.c's rules read from the outside in.
+ * are the chain.  What a kernel counts as, first that applies:
+ *
+ *   1. the run (profile/pattern.c) its outermost op belongs to: the
+ *      sequence of ops says what the model's code computes;
+ *   2. the outermost event of the chain that names an op
+ *      (profile/map.c): an nn.Module: LlamaRMSNorm scope, aten::linear;
+ *   3. its own name.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <zlib.h>
-#include "profile/profile.h"
+#include "profile/events.h"
 #include "lib/strbuf.h"
-
-enum ev_kind { EV_SCOPE, EV_OP, EV_RUNTIME, EV_KERNEL };
 
 /* nesting slack: timestamps are microseconds with ns digits in a double */
 #define EPS_US 0.005
 #define MAX_CHAIN 256
 /* descendants looked at for a scope's shape or its SwiGLU */
 #define MAX_SCAN 20000
-
-struct ev {
-	double ts, end;
-	uint64_t thread;        /* pid and tid */
-	const char *name;       /* borrowed from the parsed trace */
-	json_t *args;
-	int kind;
-	int parent;             /* enclosing CPU event, or -1 */
-	int pos;                /* index in trace.cpu */
-	int map;                /* prof_map_event(), for CPU events */
-	int group;              /* the head of its written-out RMSNorm, or -1 */
-	int last;               /* a head: the run's last op */
-	int mlp;                /* MLP scopes: -1 unknown, else SwiGLU or not */
-	int back;               /* part of a backward pass: -1 unknown */
-	int down;               /* a SwiGLU's down projection */
-	int link;               /* kernels: the CPU event that launched it */
-	uint32_t seen;          /* as an anchor: the ops it counted a call of */
-	int shape_op;           /* the op the cached shape is for, or -1 */
-	int shape_ok, dt_known;
-	struct shape shape;
-	enum ak_dtype dt;
-};
-
-struct key {
-	uint64_t k;
-	double ts;
-	uint64_t thread;
-	int ev;
-};
-
-struct trace {
-	json_t *root;
-	struct ev *ev;
-	size_t nr, alloc;
-	int *cpu, *gpu;                 /* sorted by thread, then time */
-	size_t nr_cpu, nr_gpu;
-	struct key *corr, *ext, *fs, *ff;
-	size_t nr_corr, nr_ext, nr_fs, nr_ff;
-	size_t alloc_corr, alloc_ext, alloc_fs, alloc_ff;
-};
 
 static struct trace *sort_trace;
 
@@ -213,8 +177,8 @@ static void add_event(struct trace *t, json_t *e, int kind, double ts,
 	v->name = name;
 	v->args = args;
 	v->kind = kind;
-	v->parent = v->link = v->down = v->pos = v->group = v->last = -1;
-	v->mlp = v->shape_op = v->back = -1;
+	v->parent = v->link = v->down = v->pos = v->run = -1;
+	v->confirmed = v->shape_op = v->back = v->layout = -1;
 	v->map = PROF_MAP_NONE;
 	if (kind == EV_RUNTIME && !id_of(json_object_get(args, "correlation"),
 					 &id))
@@ -271,6 +235,13 @@ static int collect(struct trace *t, struct profile *p, json_t *events)
 	return 0;
 }
 
+/* qsort() wants an array, and a trace without launches has none */
+static void sort_keys(struct key *keys, size_t n)
+{
+	if (n)
+		qsort(keys, n, sizeof(*keys), cmp_key);
+}
+
 /* Sorts the CPU events per thread and gives each its enclosing event. */
 static void nest(struct trace *t)
 {
@@ -288,9 +259,9 @@ static void nest(struct trace *t)
 	sort_trace = t;
 	qsort(t->cpu, t->nr_cpu, sizeof(int), cmp_time);
 	qsort(t->gpu, t->nr_gpu, sizeof(int), cmp_time);
-	qsort(t->corr, t->nr_corr, sizeof(struct key), cmp_key);
-	qsort(t->ext, t->nr_ext, sizeof(struct key), cmp_key);
-	qsort(t->fs, t->nr_fs, sizeof(struct key), cmp_key);
+	sort_keys(t->corr, t->nr_corr);
+	sort_keys(t->ext, t->nr_ext);
+	sort_keys(t->fs, t->nr_fs);
 	stack = xcalloc(t->nr_cpu + 1, sizeof(int));
 	for (size_t i = 0; i < t->nr_cpu; i++) {
 		struct ev *e = &t->ev[t->cpu[i]];
@@ -309,70 +280,10 @@ static void nest(struct trace *t)
 	free(stack);
 }
 
-static const char *aten_of(const struct ev *v)
+const char *ev_aten(const struct ev *v)
 {
 	return v->kind == EV_OP && starts_with(v->name, "aten::") ?
 	       v->name + 6 : NULL;
-}
-
-static int is_cast(const char *a)
-{
-	return !strcmp(a, "to") || !strcmp(a, "_to_copy") ||
-	       !strcmp(a, "type_as") || !strcmp(a, "copy_");
-}
-
-/* Whether e lies in a child of event parent (same thread). */
-static int under(const struct trace *t, int e, int parent)
-{
-	for (e = t->ev[e].parent; e >= 0; e = t->ev[e].parent)
-		if (e == parent)
-			return 1;
-	return parent < 0;
-}
-
-/*
- * RMSNorm written out, x * rsqrt(x.pow(2).mean(-1) + eps) * w, with no
- * scope to name it (a trace without with_stack): sibling ops pow, mean,
- * add, rsqrt, mul and a second mul, casts between them.  The run becomes
- * one rmsnorm call, counted on its pow; its mean is no reduce.
- */
-static void find_rmsnorm_runs(struct trace *t)
-{
-	static const char *const want[] = {
-		"pow", "mean", "add", "rsqrt", "mul", "mul"
-	};
-	int rms = prof_op_index("rmsnorm");
-
-	for (size_t i = 0; i < t->nr_cpu; i++) {
-		int head = t->cpu[i], run[32], n = 0, k = 0, end = 0;
-		const struct ev *h = &t->ev[head];
-		const char *a = aten_of(h);
-
-		if (!a || strcmp(a, "pow") || h->group >= 0)
-			continue;
-		for (size_t j = i; j < t->nr_cpu && k < 6 && n < 32; j++) {
-			const struct ev *v = &t->ev[t->cpu[j]];
-
-			if (v->thread != h->thread ||
-			    !under(t, t->cpu[j], h->parent))
-				break;
-			if (v->parent != h->parent)
-				continue;       /* inside a sibling */
-			a = aten_of(v);
-			if (!a || (!is_cast(a) && strcmp(a, want[k])))
-				break;
-			run[n++] = t->cpu[j];
-			if (!is_cast(a) && ++k >= 5)
-				end = n;        /* a run may end here */
-		}
-		if (!end)
-			continue;
-		for (int r = 0; r < end; r++) {
-			t->ev[run[r]].map = rms;
-			t->ev[run[r]].group = head;
-		}
-		t->ev[head].last = run[end - 1];
-	}
 }
 
 /* The last event of list (sorted) on thread starting at or before ts. */
@@ -467,45 +378,59 @@ static int each_inside(struct trace *t, int a,
 	return 0;
 }
 
-struct swiglu {
-	int matmuls, parts, down;
+struct contents {
+	int matmuls, parts, down, rotates, halves;
 };
 
-static int swiglu_step(struct trace *t, int a, int e, void *data)
+static int contents_step(struct trace *t, int a, int e, void *data)
 {
-	struct swiglu *s = data;
+	struct contents *c = data;
 	const struct ev *v = &t->ev[e];
+	const char *op = ev_aten(v);
 
 	if (v->kind != EV_OP)
 		return 0;
-	s->parts |= prof_swiglu_part(v->name);
+	c->parts |= prof_swiglu_part(v->name);
+	if (op && (!strcmp(op, "neg") || !strcmp(op, "view_as_complex")))
+		c->rotates = 1;
+	if (op && !strcmp(op, "cat"))
+		c->halves = 1;
 	if (!prof_is_matmul(v->name))
 		return 0;
 	/* only the outermost matmul op: linear, not the addmm inside it */
 	for (int up = v->parent; up >= 0 && up != a; up = t->ev[up].parent)
 		if (t->ev[up].kind == EV_OP && prof_is_matmul(t->ev[up].name))
 			return 0;
-	s->matmuls++;
-	s->down = e;
+	c->matmuls++;
+	c->down = e;
 	return 0;
 }
 
 /*
- * An MLP scope is fused_mlp when it holds what SwiGLU is made of: silu, a
- * product, and two or three matmuls (gate and up may be one), the last of
- * them the down projection.  Anything else (GELU, more layers) is not.
+ * A scope named like an MLP is fused_mlp when it holds what SwiGLU is
+ * made of: silu, a product, and two or three matmuls (gate and up may be
+ * one), the last of them the down projection.  Anything else (GELU, more
+ * layers) is not.  One named like rotary must rotate: a neg (rotate_half,
+ * rotate_every_two) or a complex product; a cat beside the neg makes it
+ * half-split.
  */
-static int is_swiglu(struct trace *t, int a)
+static int confirmed(struct trace *t, int a)
 {
 	struct ev *v = &t->ev[a];
-	struct swiglu s = { 0, 0, -1 };
+	struct contents c = { 0, 0, -1, 0, 0 };
 
-	if (v->mlp < 0) {
-		each_inside(t, a, swiglu_step, &s);
-		v->mlp = s.parts == 3 && (s.matmuls == 2 || s.matmuls == 3);
-		v->down = s.down;
+	if (v->confirmed >= 0)
+		return v->confirmed;
+	each_inside(t, a, contents_step, &c);
+	if (v->map == PROF_MAP_MLP) {
+		v->confirmed = c.parts == 3 &&
+			       (c.matmuls == 2 || c.matmuls == 3);
+		v->down = c.down;
+	} else {
+		v->confirmed = c.rotates;
+		v->layout = c.halves ? ROTARY_HALF : ROTARY_INTERLEAVED;
 	}
-	return v->mlp;
+	return v->confirmed;
 }
 
 struct shape_find {
@@ -545,29 +470,48 @@ static void anchor_shape(struct trace *t, int a, int opi)
 	else
 		v->shape_ok = shape_from(t, opi, a, v) ||
 			      each_inside(t, a, shape_step, &f);
-	/* a written-out RMSNorm computes in f32: the weight has the dtype */
-	if (v->shape_ok && v->last >= 0) {
-		struct ev w = *v;
-
-		if (shape_from(t, opi, v->last, &w) && w.dt_known)
-			v->dt = w.dt;
-	}
 }
 
 struct hit {
 	int opi;                /* op index, or -1 */
 	int anchor;             /* the event a call is counted on, or -1 */
+	const struct run *run;  /* the run that says so, or NULL */
 	const char *what;       /* not covered: what launched it */
 };
 
+/* Rule 2: the outermost scope or op of the chain that names an op. */
+static int by_chain(struct trace *t, const int *chain, int n, int back,
+		    struct hit *h)
+{
+	for (int i = n - 1; i >= 0; i--) {
+		struct ev *v = &t->ev[chain[i]];
+
+		if (back && !(v->kind == EV_OP && prof_is_matmul(v->name)))
+			continue;
+		if ((v->map == PROF_MAP_MLP || v->map == PROF_MAP_ROTARY) &&
+		    confirmed(t, chain[i])) {
+			h->opi = prof_op_index(v->map == PROF_MAP_MLP ?
+					       "fused_mlp" :
+					       "rotary_embedding");
+			h->anchor = chain[i];
+			return 1;
+		}
+		if (v->map >= 0) {
+			h->opi = v->map;
+			h->anchor = chain[i];
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /*
- * The op of kernel k and the event its call is counted on: the outermost
- * event of its chain that names an op, else its name; in a backward pass,
- * gemms only.
+ * The op of kernel k and the event its call is counted on (rules at the
+ * top of this file); in a backward pass, gemms only.
  */
 static void classify(struct trace *t, const struct ev *k, struct hit *h)
 {
-	int chain[MAX_CHAIN], n = 0, back = 0, inner_op = -1;
+	int chain[MAX_CHAIN], n = 0, back = 0, inner_op = -1, top = -1;
 	enum ak_dtype dt;
 	int known;
 
@@ -580,46 +524,73 @@ static void classify(struct trace *t, const struct ev *k, struct hit *h)
 		back |= t->ev[e].back;
 		if (inner_op < 0 && t->ev[e].kind == EV_OP)
 			inner_op = e;
+		if (t->ev[e].top)
+			top = e;
 	}
+	h->run = NULL;
 	h->anchor = inner_op >= 0 ? inner_op : n ? chain[0] : -1;
 	h->what = h->anchor >= 0 ? t->ev[h->anchor].name : NULL;
-	/* the outermost scope or op that names an op wins */
-	for (int i = n - 1; i >= 0; i--) {
-		struct ev *v = &t->ev[chain[i]];
-
-		if (back && !(v->kind == EV_OP && prof_is_matmul(v->name)))
-			continue;
-		if (v->map == PROF_MAP_MLP && is_swiglu(t, chain[i])) {
-			h->opi = prof_op_index("fused_mlp");
-			h->anchor = chain[i];
-			return;
-		}
-		if (v->map >= 0) {
-			h->opi = v->map;
-			h->anchor = v->group >= 0 ? v->group : chain[i];
-			return;
-		}
+	if (!back && top >= 0 && t->ev[top].run >= 0) {
+		h->run = &t->runs[t->ev[top].run];
+		h->opi = h->run->opi;
+		h->anchor = h->run->head;
+		if (h->opi < 0)
+			h->what = h->run->label;
+		return;
 	}
+	if (by_chain(t, chain, n, back, h))
+		return;
 	h->opi = prof_map_kernel(k->name, &dt, &known);
 	if (back && h->opi != prof_op_index("matmul"))
 		h->opi = -1;
 }
 
+/* The call's shape, dtype and layout: the run's, else the anchor's. */
+static void call_shape(struct trace *t, const struct hit *h, const char *kname,
+		       struct prof_shape *at)
+{
+	struct ev *a = &t->ev[h->anchor];
+
+	memset(at, 0, sizeof(*at));
+	at->layout = -1;
+	prof_map_kernel(kname, &at->dt, &at->dt_known);
+	if (h->run) {
+		if (h->run->shape_ok)
+			at->s = h->run->shape;
+		if (h->run->dt_known) {
+			at->dt = h->run->dt;
+			at->dt_known = 1;
+		}
+		at->layout = h->run->layout;
+		return;
+	}
+	anchor_shape(t, h->anchor, h->opi);
+	if (a->shape_ok)
+		at->s = a->shape;
+	if (a->dt_known) {
+		at->dt = a->dt;
+		at->dt_known = 1;
+	}
+	if (a->map == PROF_MAP_ROTARY)
+		at->layout = a->layout;
+}
+
 static void add_kernel(struct trace *t, struct profile *p, struct ev *k)
 {
+	struct prof_shape at;
 	struct hit h;
 	struct ev *a;
-	enum ak_dtype dt = AK_F16;
-	int known = 0, new_call = 1, bit;
+	int new_call, bit;
 	char what[128];
 
 	classify(t, k, &h);
-	if (h.opi >= 0)
-		prof_map_kernel(k->name, &dt, &known);
 	if (h.anchor < 0) {
+		memset(&at, 0, sizeof(at));
+		at.layout = -1;
+		if (h.opi >= 0)
+			prof_map_kernel(k->name, &at.dt, &at.dt_known);
 		prof_short_name(what, sizeof(what), k->name);
-		profile_add(p, h.opi, NULL, h.opi >= 0 && known ? &dt : NULL,
-			    k->end - k->ts, 1, what);
+		profile_add_at(p, h.opi, &at, k->end - k->ts, 1, what);
 		return;
 	}
 	a = &t->ev[h.anchor];
@@ -630,13 +601,8 @@ static void add_kernel(struct trace *t, struct profile *p, struct ev *k)
 		profile_add(p, -1, NULL, NULL, k->end - k->ts, new_call, h.what);
 		return;
 	}
-	anchor_shape(t, h.anchor, h.opi);
-	if (a->dt_known) {
-		dt = a->dt;
-		known = 1;
-	}
-	profile_add(p, h.opi, a->shape_ok ? &a->shape : NULL,
-		    known ? &dt : NULL, k->end - k->ts, new_call, NULL);
+	call_shape(t, &h, k->name, &at);
+	profile_add_at(p, h.opi, &at, k->end - k->ts, new_call, NULL);
 }
 
 static void trace_release(struct trace *t)
@@ -649,6 +615,7 @@ static void trace_release(struct trace *t)
 	free(t->ext);
 	free(t->fs);
 	free(t->ff);
+	free(t->runs);
 }
 
 static void device_name(struct profile *p, json_t *root)
@@ -656,11 +623,11 @@ static void device_name(struct profile *p, json_t *root)
 	json_t *d = json_array_get(json_object_get(root, "deviceProperties"), 0);
 	const char *n = json_string_value(json_object_get(d, "name"));
 
-	if (n && *n)
+	if (n && *n && !p->device)
 		p->device = xstrdup(n);
 }
 
-int profile_read_trace(struct profile *p, const char *path)
+static int read_trace(struct profile *p, const char *path, int may_be_empty)
 {
 	struct strbuf sb = STRBUF_INIT;
 	struct trace t = { 0 };
@@ -688,11 +655,14 @@ int profile_read_trace(struct profile *p, const char *path)
 	collect(&t, p, events);
 	nest(&t);
 	if (!t.nr_gpu) {
-		error("'%s' has no GPU kernel events (profile with "
-		      "activities=[ProfilerActivity.CUDA])", path);
+		if (may_be_empty)
+			ret = 0;
+		else
+			error("'%s' has no GPU kernel events (profile with "
+			      "activities=[ProfilerActivity.CUDA])", path);
 		goto cleanup;
 	}
-	find_rmsnorm_runs(&t);
+	trace_find_runs(&t);
 	link_kernels(&t);
 	for (size_t i = 0; i < t.nr; i++)
 		if (t.ev[i].kind == EV_KERNEL)
@@ -702,4 +672,14 @@ cleanup:
 	strbuf_release(&sb);
 	trace_release(&t);
 	return ret;
+}
+
+int profile_read_trace(struct profile *p, const char *path)
+{
+	return read_trace(p, path, 0);
+}
+
+int profile_add_trace(struct profile *p, const char *path)
+{
+	return read_trace(p, path, 1);
 }

@@ -28,6 +28,15 @@ test_expect_success 'ops --problem writes a problem.json that start accepts' '
 	grep "\"backend\": \"host\"" h.json
 '
 
+test_expect_success 'rotary_embedding has two layouts, kept in scalar[0]' '
+	git autokernel ops rotary_embedding >out &&
+	grep "layouts:  interleaved (0), half (1)" out &&
+	git autokernel ops rotary_embedding --problem >rot.json &&
+	grep "\"layout\": \"interleaved\"" rot.json &&
+	git autokernel ops softmax --problem >sm.json &&
+	! grep layout sm.json
+'
+
 test_expect_success 'an unknown op is a usage error' '
 	test_expect_code 2 git autokernel ops nosuchop
 '

@@ -82,6 +82,36 @@ test_expect_success 'what no op may claim stays not covered' '
 	EOF
 '
 
+test_expect_success 'ops written out are recognized from the sequence of ops' '
+	git autokernel profile --json "$fx/synthetic-patterns.json" >pat.json &&
+	json_check pat.json <<-\EOF
+	near(r["total_ms"], 1.0)
+	list(ops) == ["fused_mlp", "matmul", "rotary_embedding", "flash_attention", "cross_entropy", "rmsnorm", "softmax"]
+	near(op("fused_mlp")["share"], 0.46) and op("fused_mlp")["calls"] == 2
+	op("fused_mlp")["shape"] == "4096x2048x5504" and op("fused_mlp")["dtype"] == "bf16"
+	[s["shape"] for s in op("fused_mlp")["shapes"]] == ["4096x2048x5504", "1024x1024x2816"]
+	near(op("matmul")["share"], 0.13) and op("matmul")["calls"] == 5
+	near(op("rotary_embedding")["share"], 0.115) and op("rotary_embedding")["calls"] == 4
+	op("rotary_embedding")["shape"] == "8x16x512x128" and op("rotary_embedding")["layout"] == "half"
+	[(s["shape"], s["dtype"], s["layout"], s["calls"]) for s in op("rotary_embedding")["shapes"]] == [("8x16x512x128", "bf16", "half", 2), ("2x8x128x64", "f16", "interleaved", 2)]
+	near(op("flash_attention")["share"], 0.1) and op("flash_attention")["calls"] == 1
+	op("flash_attention")["shape"] == "8x16x512x64"
+	near(op("cross_entropy")["share"], 0.07) and op("cross_entropy")["calls"] == 1
+	op("cross_entropy")["shape"] == "4096x32000" and op("cross_entropy")["dtype"] == "bf16"
+	near(op("rmsnorm")["share"], 0.06) and op("rmsnorm")["calls"] == 1
+	op("rmsnorm")["shape"] == "4096x2048" and op("rmsnorm")["dtype"] == "bf16"
+	near(op("softmax")["share"], 0.01) and op("softmax")["shape"] == "65536x512"
+	near(r["not_covered"]["share"], 0.055)
+	[(t["name"], round(t["share"], 3)) for t in r["not_covered"]["top"]] == [("gelu (tanh, written out)", 0.02), ("aten::add", 0.015), ("aten::mul", 0.01), ("aten::neg", 0.005), ("aten::silu", 0.005)]
+	EOF
+'
+
+test_expect_success 'the table says which rotary layout the model uses' '
+	git autokernel profile "$fx/synthetic-patterns.json" >pat.out &&
+	grep "^rotary_embedding: the half-split layout, x\[i\] with x\[i+D/2\]" pat.out &&
+	grep "starts it with --layout half" pat.out
+'
+
 test_expect_success 'measured ceilings of the device give the floors' '
 	new_repo repo &&
 	mkdir -p repo/.git/autokernel &&
@@ -126,28 +156,41 @@ if test -f "$fx/llama-trace.json.gz"; then
 		json_check llama.json <<-\EOF
 		r["device"] == "NVIDIA H200"
 		op("rmsnorm")["calls"] == 5 and op("rmsnorm")["shape"] == "1024x1024"
-		op("rotary_embedding")["calls"] == 2
+		op("rotary_embedding")["calls"] == 4
 		op("rotary_embedding")["shape"] == "2x16x512x64"
+		op("rotary_embedding")["layout"] == "half"
 		op("fused_mlp")["calls"] == 2
 		op("fused_mlp")["shape"] == "1024x1024x2816"
 		op("fused_mlp")["dtype"] == "f16"
 		op("flash_attention")["calls"] == 2
 		op("flash_attention")["shape"] == "2x16x512x64"
 		op("cross_entropy")["shape"] == "1024x32000"
-		op("cross_entropy")["dtype"] == "f32"
+		op("cross_entropy")["dtype"] == "f16"
 		op("matmul")["calls"] == 9
 		"reduce" not in ops
+		r["not_covered"]["share"] < 0.02
+		{t["name"] for t in r["not_covered"]["top"]} == {"aten::add", "aten::gather"}
 		EOF
+	'
+
+	test_expect_success 'the llama trace without its scopes: the same table' '
+		python3 "$fx/strip-scopes.py" "$fx/llama-trace.json.gz" flat.json &&
+		! grep python_function flat.json &&
+		git autokernel profile --json flat.json >llama-flat.json &&
+		python3 "$fx/compare-profiles.py" llama.json llama-flat.json 0.1
 	'
 fi
 if test -f "$fx/gpt2-trace.json.gz"; then
 	test_expect_success 'the gpt2 trace: its layers, op by op' '
 		json_check gpt2.json <<-\EOF
 		op("layernorm")["calls"] == 5 and op("layernorm")["shape"] == "1024x768"
-		op("softmax")["calls"] == 2 and op("softmax")["shape"] == "12288x512"
-		op("matmul")["calls"] == 13
+		op("flash_attention")["calls"] == 2
+		op("flash_attention")["shape"] == "2x12x512x64"
+		op("matmul")["calls"] == 9
 		op("matmul")["shape"] == "1024x50257x768"
-		sorted(ops) == ["cross_entropy", "layernorm", "matmul", "softmax"]
+		op("cross_entropy")["dtype"] == "f16"
+		sorted(ops) == ["cross_entropy", "flash_attention", "layernorm", "matmul"]
+		r["not_covered"]["share"] < 0.03
 		EOF
 	'
 fi

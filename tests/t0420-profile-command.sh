@@ -47,6 +47,18 @@ test_expect_success '--json keeps the command output off stdout' '
 	EOF
 '
 
+test_expect_success 'by name: log-softmax then nll_loss is a cross-entropy' '
+	git autokernel profile --json -- sh -c "cat \"$fx/cupti-ce.jsonl\" \
+		>>\"\$AK_CUPTI_OUT\"" >ce.json &&
+	python3 "$fx/json-check.py" ce.json <<-\EOF
+	list(ops) == ["cross_entropy", "softmax"]
+	near(op("cross_entropy")["share"], 0.5) and op("cross_entropy")["calls"] == 1
+	op("cross_entropy")["kernels"] == 2
+	near(op("softmax")["share"], 0.3)
+	near(r["not_covered"]["share"], 0.2) and r["not_covered"]["top"][0]["name"].startswith("at::native::(anonymous namespace)::cunn_SoftMaxForward")
+	EOF
+'
+
 test_expect_success 'a command that fails is an error naming its status' '
 	test_expect_code 1 git autokernel profile -- sh -c "exit 3" 2>err &&
 	grep "error: .sh. exited with 3" err
@@ -79,6 +91,48 @@ test_expect_success 'without the injection library: exit 3' '
 	AUTOKERNEL_LIBEXEC=$TRASH/nolib test_expect_code 3 \
 		git autokernel profile -- true 2>err &&
 	grep "injection library .*libak-cupti.so. is missing" err
+'
+
+# A stand-in for python3: it writes the traces the start-up module would
+# (python/ak_profile/sitecustomize.py, whose own test is t0430), one with
+# kernels and one of a process that ran none, and says what it was given.
+test_setup 'a stand-in python3 that writes torch.profiler traces' '
+	mkdir -p fakebin &&
+	cat >fakebin/python3 <<-EOF &&
+	#!/bin/sh
+	echo "PYTHONPATH=\$PYTHONPATH" >py-env
+	echo "CUDA_INJECTION64_PATH=\$CUDA_INJECTION64_PATH" >>py-env
+	gzip -dc "$fx/llama-trace.json.gz" >"\$AK_PROFILE_TRACE_DIR/trace-101.json"
+	echo "[]" >"\$AK_PROFILE_TRACE_DIR/trace-102.json"
+	EOF
+	chmod +x fakebin/python3
+'
+
+test_expect_success 'a Python command: its torch.profiler traces make the table' '
+	PATH="$TRASH/fakebin:$PATH" git autokernel profile --json -- \
+		python3 model.py >py.json &&
+	grep "^PYTHONPATH=$SRC_DIR/python/ak_profile" py-env &&
+	grep "^CUDA_INJECTION64_PATH=$TRASH/libexec/libak-cupti.so" py-env &&
+	git autokernel profile --json "$fx/llama-trace.json.gz" >trace.json &&
+	python3 "$fx/compare-profiles.py" trace.json py.json 0 &&
+	python3 "$fx/json-check.py" py.json <<-\EOF
+	r["source"] == "torch" and r["command"] == ["python3", "model.py"]
+	op("rotary_embedding")["layout"] == "half"
+	op("rmsnorm")["floor_ms"] > 0
+	EOF
+'
+
+test_expect_success 'the start-up module comes first on PYTHONPATH, then the user path' '
+	PYTHONPATH=/mine PATH="$TRASH/fakebin:$PATH" git autokernel profile \
+		-- python3 model.py >out &&
+	grep "^PYTHONPATH=$SRC_DIR/python/ak_profile:/mine\$" py-env
+'
+
+test_expect_success 'a Python command needs no injection library' '
+	AUTOKERNEL_LIBEXEC=$TRASH/nolib PATH="$TRASH/fakebin:$PATH" \
+		git autokernel profile -- python3 model.py >out &&
+	grep "^CUDA_INJECTION64_PATH=\$" py-env &&
+	grep "^rmsnorm " out
 '
 
 test_expect_success '--start outside a repository' '
@@ -116,6 +170,15 @@ test_expect_success '--start 2 skips the started op and starts the next' '
 	test "$(cd repo && git symbolic-ref --short HEAD)" = main &&
 	(cd repo && git show autokernel/rmsnorm --stat) >stat &&
 	! grep softmax/ stat
+'
+
+test_expect_success '--start gives a half-split rotary its layout' '
+	(cd repo && git autokernel profile --start 1 --backend host \
+		"$fx/synthetic-rotary.json") >out &&
+	grep "starting rotary_embedding (100.0% of GPU time) at 1x2x16x32" out &&
+	(cd repo && git show autokernel/rotary_embedding:rotary_embedding/problem.json) >problem &&
+	grep "\"layout\": \"half\"" problem &&
+	grep "\"bench_shape\": \"1x2x16x32\"" problem
 '
 
 test_done

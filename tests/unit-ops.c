@@ -483,6 +483,14 @@ static void test_ref_rotary(void)
 	ok(row_ref(&p, 2, 0) == -dtype_load(AK_F32, p.in[0].data, 9) &&
 	   row_ref(&p, 2, 1) == dtype_load(AK_F32, p.in[0].data, 8),
 	   "rotary with sin=1 maps (a, b) to (-b, a)");
+	p.scalar[0] = ROTARY_HALF;      /* half-split: x[i] with x[i+D/2] */
+	ok(row_ref(&p, 2, 0) == -dtype_load(AK_F32, p.in[0].data, 10) &&
+	   row_ref(&p, 2, 2) == dtype_load(AK_F32, p.in[0].data, 8) &&
+	   row_ref(&p, 2, 1) == dtype_load(AK_F32, p.in[0].data, 9),
+	   "rotary, half-split: sin=1 maps (x0, x2) to (-x2, x0), x1 stays");
+	p.scalar[0] = 7;
+	p.op->scalars(&p.s, p.scalar);
+	ok(p.scalar[0] == ROTARY_INTERLEAVED, "rotary: no such layout is 0");
 	problem_release(&p);
 	problem_init(&p, op_find("rotary_embedding"), "1x1x64x8", AK_F32, 9,
 		     GEN_NORMAL);

@@ -1,11 +1,13 @@
 /*
  * rotary_embedding: for each row (b,h,s) of x[B,H,S,D] and pair i < D/2,
- * with a = x[..,2i], b = x[..,2i+1]:
- *   y[..,2i] = a cos[s,i] - b sin[s,i],  y[..,2i+1] = a sin[s,i] + b cos[s,i].
+ * with (a, b) = (x[..,2i], x[..,2i+1]) interleaved (scalar[0] = 0) or
+ * (x[..,i], x[..,i+D/2]) half-split (scalar[0] = 1, rotate_half's pairs):
+ *   a' = a cos[s,i] - b sin[s,i],  b' = a sin[s,i] + b cos[s,i].
  *
  * A block takes ROWS consecutive rows; its threads walk the rows' pairs in
  * chunks of VP pairs, so each thread does one 16-byte load and store of x/y
- * and two 8-byte loads of cos/sin (which stay in L2: S x D/2 is small) when
+ * (two 8-byte ones, from the two halves of the row, half-split) and two
+ * 8-byte loads of cos/sin (which stay in L2: S x D/2 is small) when
  * D/2 is a multiple of VP and the pointers are aligned; else one pair at a
  * time.  The grid is 1D over row blocks, so B*H*S may exceed 65535.  Pure
  * streaming: x read once, y written once, f32 math.
@@ -69,6 +71,15 @@ static __device__ __forceinline__ void store_n(T *p, const float *f)
 			e[j] = from_f32<T>(f[j]);
 		__builtin_memcpy(&u, e, 16);
 		*reinterpret_cast<vec16 *>(p) = u;
+	} else if constexpr (VEC && N * sizeof(T) == 8) {
+		vec8 u;
+		T e[8 / sizeof(T)];
+
+#pragma unroll
+		for (int j = 0; j < N; j++)
+			e[j] = from_f32<T>(f[j]);
+		__builtin_memcpy(&u, e, 8);
+		*reinterpret_cast<vec8 *>(p) = u;
 	} else {
 #pragma unroll
 		for (int j = 0; j < N; j++)
@@ -83,8 +94,48 @@ struct rope_args {
 	int S, half;    /* half = D/2 */
 };
 
+/* The VP pairs (a_j, b_j) of a chunk, at v[2j], v[2j+1], from x + xo:
+ * interleaved, or VP a's there and VP b's half a row further (HALF). */
+template <typename T, int VP, bool HALF>
+static __device__ __forceinline__ void load_pairs(const T *x, int half,
+						  float *v)
+{
+	if constexpr (HALF) {
+		float a[VP], b[VP];
+
+		load_n<T, VP, (VP > 1)>(x, a);
+		load_n<T, VP, (VP > 1)>(x + half, b);
+#pragma unroll
+		for (int j = 0; j < VP; j++) {
+			v[2 * j] = a[j];
+			v[2 * j + 1] = b[j];
+		}
+	} else {
+		load_n<T, 2 * VP, (VP > 1)>(x, v);
+	}
+}
+
+template <typename T, int VP, bool HALF>
+static __device__ __forceinline__ void store_pairs(T *y, int half,
+						   const float *v)
+{
+	if constexpr (HALF) {
+		float a[VP], b[VP];
+
+#pragma unroll
+		for (int j = 0; j < VP; j++) {
+			a[j] = v[2 * j];
+			b[j] = v[2 * j + 1];
+		}
+		store_n<T, VP, (VP > 1)>(y, a);
+		store_n<T, VP, (VP > 1)>(y + half, b);
+	} else {
+		store_n<T, 2 * VP, (VP > 1)>(y, v);
+	}
+}
+
 /* VP pairs per work item; VP > 1 only when every access is aligned. */
-template <typename T, int VP>
+template <typename T, int VP, bool HALF>
 __global__ void __launch_bounds__(BLOCK) rope(struct rope_args p)
 {
 	const T *x = (const T *)p.x, *cs = (const T *)p.cos, *sn = (const T *)p.sin;
@@ -97,11 +148,12 @@ __global__ void __launch_bounds__(BLOCK) rope(struct rope_args p)
 	for (int w = threadIdx.x; w < nrows * cpr; w += BLOCK) {
 		const int rl = w / cpr, c = w - rl * cpr;
 		const int s = (s0 + rl) % p.S;
-		const int64_t xo = (r0 + rl) * 2 * p.half + (int64_t)c * 2 * VP;
+		const int64_t xo = (r0 + rl) * 2 * p.half +
+				   (int64_t)c * (HALF ? 1 : 2) * VP;
 		const int64_t co = (int64_t)s * p.half + (int64_t)c * VP;
 		float v[2 * VP], cf[VP], sf[VP];
 
-		load_n<T, 2 * VP, (VP > 1)>(x + xo, v);
+		load_pairs<T, VP, HALF>(x + xo, p.half, v);
 		load_n<T, VP, (VP > 1)>(cs + co, cf);
 		load_n<T, VP, (VP > 1)>(sn + co, sf);
 #pragma unroll
@@ -110,7 +162,7 @@ __global__ void __launch_bounds__(BLOCK) rope(struct rope_args p)
 			v[2 * j] = a * cf[j] - b * sf[j];
 			v[2 * j + 1] = a * sf[j] + b * cf[j];
 		}
-		store_n<T, 2 * VP, (VP > 1)>(y + xo, v);
+		store_pairs<T, VP, HALF>(y + xo, p.half, v);
 	}
 }
 
@@ -128,6 +180,8 @@ static int run(const struct ak_args *a)
 
 	if (xt->ndim != 4 || xt->shape[3] % 2 != 0)
 		return -1;
+	if (a->scalar[0] != 0 && a->scalar[0] != 1)
+		return -1;                      /* no such layout */
 	p.x = xt->data;
 	p.cos = a->in[1].data;
 	p.sin = a->in[2].data;
@@ -140,11 +194,17 @@ static int run(const struct ak_args *a)
 
 	const int64_t grid = (p.rows + ROWS - 1) / ROWS;
 	hipStream_t st = (hipStream_t)a->stream;
-	if (p.half % VP == 0 && aligned(p.x, 16) && aligned(p.y, 16) &&
-	    aligned(p.cos, 8) && aligned(p.sin, 8))
-		rope<T, VP><<<grid, BLOCK, 0, st>>>(p);
+	const bool vec = p.half % VP == 0 && aligned(p.x, 16) &&
+			 aligned(p.y, 16) && aligned(p.cos, 8) &&
+			 aligned(p.sin, 8);
+	if (vec && a->scalar[0] == 1)
+		rope<T, VP, true><<<grid, BLOCK, 0, st>>>(p);
+	else if (vec)
+		rope<T, VP, false><<<grid, BLOCK, 0, st>>>(p);
+	else if (a->scalar[0] == 1)
+		rope<T, 1, true><<<grid, BLOCK, 0, st>>>(p);
 	else
-		rope<T, 1><<<grid, BLOCK, 0, st>>>(p);
+		rope<T, 1, false><<<grid, BLOCK, 0, st>>>(p);
 	return hipGetLastError() == hipSuccess ? 0 : -1;
 }
 

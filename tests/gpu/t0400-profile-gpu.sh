@@ -1,7 +1,10 @@
 #!/bin/sh
-# profile on a GPU: a CUDA program run under the CUPTI injection library,
-# and with PyTorch a small model both ways: under the library, and from the
-# torch.profiler traces of make-traces.py checked against key_averages().
+# profile on a GPU: a CUDA program run under the CUPTI injection library;
+# a PyTorch program under the start-up module (shapes) and by kernel names;
+# make-traces.py's traces checked against key_averages(); and transformers'
+# Llama and GPT-2 both ways, the trace (record-transformers.py) and
+# `profile -- python3 record-transformers.py --run MODEL`, agreeing within
+# 2 points.
 . "$(dirname "$0")/../lib.sh"
 
 fx="$TEST_DIR/fixtures"
@@ -57,7 +60,7 @@ then
 	test_done
 fi
 
-test_expect_success 'a PyTorch program under the injection library' '
+test_expect_success 'a PyTorch program under the start-up module: ops and shapes' '
 	cat >model.py <<-\EOF &&
 	import torch
 	x = torch.randn(2048, 2048, device="cuda", dtype=torch.float16)
@@ -67,8 +70,20 @@ test_expect_success 'a PyTorch program under the injection library' '
 	EOF
 	git autokernel profile --json -- python3 model.py >torch.json &&
 	json_check torch.json <<-\EOF
+	r["source"] == "torch"
 	sorted(list(ops)[:2]) == ["matmul", "softmax"]
 	op("matmul")["calls"] >= 5 and op("softmax")["calls"] == 5
+	op("matmul")["shape"] == "2048x2048x2048" and op("matmul")["floor_ms"] > 0
+	op("softmax")["shape"] == "2048x2048" and op("softmax")["dtype"] == "f16"
+	EOF
+'
+
+test_expect_success 'the same program by kernel names (python3 -I: no start-up module)' '
+	git autokernel profile --json -- python3 -I model.py >names.json &&
+	json_check names.json <<-\EOF
+	r["source"] == "cupti"
+	sorted(list(ops)[:2]) == ["matmul", "softmax"]
+	op("matmul")["shape"] is None
 	EOF
 '
 
@@ -80,6 +95,43 @@ test_expect_success 'make-traces.py traces agree with key_averages()' '
 		python3 "$fx/check-keyavg.py" $m.json traces/$m-trace.keyavg.json $m ||
 		exit 1
 	done
+'
+
+if ! python3 -c "import transformers" 2>/dev/null; then
+	test_skip "transformers' models, both paths" "no transformers"
+	test_done
+fi
+
+# The fixtures of record-transformers.py: those in the tree (recorded on
+# this machine just before), else recorded now.
+test_setup 'the transformers traces' '
+	if test -f "$fx/hf-llama-trace.json.gz" && test -f "$fx/hf-gpt2-trace.json.gz"
+	then
+		ln -s "$fx" hf
+	else
+		python3 "$fx/record-transformers.py" --out hf
+	fi
+'
+
+for m in llama gpt2; do
+	test_expect_success "hf $m: the trace agrees with key_averages()" "
+		git autokernel profile --json hf/hf-$m-trace.json.gz >hf-$m.json &&
+		python3 '$fx/check-keyavg.py' hf-$m.json \
+			hf/hf-$m-trace.keyavg.json hf-$m
+	"
+	test_expect_success "hf $m: profile -- python3 gives the trace's table (2 points)" "
+		git autokernel profile --json -- python3 \
+			'$fx/record-transformers.py' --run $m >run-$m.json &&
+		python3 '$fx/compare-profiles.py' hf-$m.json run-$m.json 2
+	"
+done
+
+test_expect_success 'hf llama, profile -- python3: shapes, floors, at most 10% not covered' '
+	json_check run-llama.json <<-\EOF
+	r["source"] == "torch" and r["not_covered"]["share"] <= 0.10
+	all(op(o)["floor_ms"] > 0 and op(o)["bound"] > 1 for o in ("rotary_embedding", "rmsnorm", "fused_mlp", "cross_entropy"))
+	op("rotary_embedding")["layout"] == "half"
+	EOF
 '
 
 test_done

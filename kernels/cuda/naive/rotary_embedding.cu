@@ -1,6 +1,7 @@
 /*
- * rotary_embedding, naive: one thread per pair (b,h,s,i):
- * y[2i] = a cos - b sin, y[2i+1] = a sin + b cos, in f32.
+ * rotary_embedding, naive: one thread per pair (b,h,s,i), the pair (a, b) at
+ * (2i, 2i+1) interleaved (scalar[0] = 0) or (i, i+D/2) half-split (1):
+ * a' = a cos - b sin, b' = a sin + b cos, in f32.
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -35,14 +36,16 @@ static int launched(void)
 
 template <typename T>
 __global__ void rope_naive(const T *x, const T *cs, const T *sn, T *y,
-			   int64_t pairs, int64_t S, int64_t half)
+			   int64_t pairs, int64_t S, int64_t half, bool split)
 {
 	FOR_EACH(p, pairs) {
-		const int64_t i = p % half, s = p / half % S;
-		const float a = to_f32(x[2 * p]), b = to_f32(x[2 * p + 1]);
+		const int64_t i = p % half, s = p / half % S, row = p / half;
+		const int64_t ia = split ? row * 2 * half + i : 2 * p;
+		const int64_t ib = split ? ia + half : 2 * p + 1;
+		const float a = to_f32(x[ia]), b = to_f32(x[ib]);
 		const float c = to_f32(cs[s * half + i]), sv = to_f32(sn[s * half + i]);
-		y[2 * p] = from_f32<T>(a * c - b * sv);
-		y[2 * p + 1] = from_f32<T>(a * sv + b * c);
+		y[ia] = from_f32<T>(a * c - b * sv);
+		y[ib] = from_f32<T>(a * sv + b * c);
 	}
 }
 
@@ -53,13 +56,16 @@ static int run(const struct ak_args *a)
 
 	if (xt->ndim != 4 || xt->shape[3] % 2 != 0)
 		return -1;
+	if (a->scalar[0] != 0 && a->scalar[0] != 1)
+		return -1;                      /* no such layout */
 	const int64_t S = xt->shape[2], half = xt->shape[3] / 2;
 	const int64_t pairs = xt->shape[0] * xt->shape[1] * S * half;
 	if (pairs == 0)
 		return 0;
 	rope_naive<T><<<grid_for(pairs), 256, 0, (cudaStream_t)a->stream>>>(
 		(const T *)xt->data, (const T *)a->in[1].data,
-		(const T *)a->in[2].data, (T *)a->out[0].data, pairs, S, half);
+		(const T *)a->in[2].data, (T *)a->out[0].data, pairs, S, half,
+		a->scalar[0] == 1);
 	return launched();
 }
 
