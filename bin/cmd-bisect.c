@@ -106,8 +106,6 @@ static int check_state(void)
 	struct strbuf path = STRBUF_INIT, out = STRBUF_INIT;
 	int ret = 0;
 
-	if (git_repository_is_bare(repo_need()))
-		return error("bisect needs a work tree"), 3;
 	strbuf_addf(&path, "%sBISECT_START", repo_gitdir());
 	if (!access(path.buf, F_OK)) {
 		ret = error("a bisect is already in progress; finish it or "
@@ -482,7 +480,6 @@ static int bisect_parse(int argc, char **argv, struct bisect *b)
 	}
 	if (argc - optind != 2)
 		return usage_with(usage_bisect, 0);
-	repo_need();
 	if (resolve(b->good, argv[optind]) < 0 ||
 	    resolve(b->bad, argv[optind + 1]) < 0)
 		return 2;

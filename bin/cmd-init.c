@@ -91,7 +91,6 @@ int cmd_init(int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_with(usage_init, 0);
-	repo_need();
 	if (share && remote_exists(share) < 0)
 		return 3;
 	if (setup_repository(0) < 0)

@@ -540,9 +540,8 @@ static void final_log(void)
 {
 	char *argv[] = { "log", "--attempts", NULL };
 
-	optind = 1;
 	printf("\n");
-	cmd_log(2, argv);
+	run_builtin(2, argv);
 }
 
 int cmd_run(int argc, char **argv)
@@ -555,7 +554,6 @@ int cmd_run(int argc, char **argv)
 
 	if ((rc = parse_run(argc, argv, &o)))
 		return rc < 0 ? 0 : rc;
-	repo_need();
 	agent_name = o.agent ? xstrdup(o.agent) :
 		config_string("autokernel.agent", "tune");
 	st.o = &o;

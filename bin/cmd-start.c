@@ -223,7 +223,6 @@ int cmd_start(int argc, char **argv)
 
 	if ((rc = parse_start(argc, argv, &o)))
 		return rc < 0 ? 0 : rc;
-	repo_need();
 	if (o.backend) {
 		backend = xstrdup(o.backend);
 	} else if (o.problem) {
