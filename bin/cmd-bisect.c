@@ -469,9 +469,10 @@ static int bisect_parse(int argc, char **argv, struct bisect *b)
 	b->threshold = 0.05;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (opt == 't') {
-			if (parse_fraction(optarg, &b->threshold) < 0)
-				return error("bad threshold '%s' (e.g. 5%%)",
-					     optarg) ? 2 : 2;
+			if (parse_fraction(optarg, &b->threshold) < 0) {
+				error("bad threshold '%s' (e.g. 5%%)", optarg);
+				return EXIT_USAGE;
+			}
 		} else if (opt == 'j') {
 			b->json = 1;
 		} else {
@@ -493,11 +494,14 @@ static int check_range(const struct bisect *b)
 
 	git_oid_fromstr(&good, b->good);
 	git_oid_fromstr(&bad, b->bad);
-	if (git_oid_equal(&good, &bad))
-		return error("<good> and <bad> are the same commit"), 2;
-	if (git_graph_descendant_of(repo_need(), &bad, &good) != 1)
-		return error("'%.7s' is not an ancestor of '%.7s'", b->good,
-			     b->bad), 2;
+	if (git_oid_equal(&good, &bad)) {
+		error("<good> and <bad> are the same commit");
+		return EXIT_USAGE;
+	}
+	if (git_graph_descendant_of(repo_need(), &bad, &good) != 1) {
+		error("'%.7s' is not an ancestor of '%.7s'", b->good, b->bad);
+		return EXIT_USAGE;
+	}
 	return 0;
 }
 

@@ -43,5 +43,5 @@ int cmd_export(int argc, char **argv)
 		printf("wrote %s/: import it with its parent directory on "
 		       "sys.path, or 'pip install %s'\n", dir, dir);
 	export_release(&ex);
-	return rc == EXPORT_USAGE ? 2 : rc ? 3 : 0;
+	return rc == AK_EUSAGE ? EXIT_USAGE : rc ? EXIT_ENV : EXIT_OK;
 }

@@ -24,6 +24,7 @@ static const char usage_init[] =
 	"the device's copy bandwidth and matrix rate once.  --share configures\n"
 	"<remote> to fetch and push the notes and attempts refs.\n";
 
+/* The device's ceilings, measured again; 0, or negative after an error. */
 static int measure(const char *backend)
 {
 	struct judge j = JUDGE_INIT;
@@ -45,7 +46,7 @@ static int measure(const char *backend)
 		printf("\n");
 	}
 	judge_stop(&j);
-	return c ? 0 : 3;
+	return c ? 0 : -1;
 }
 
 int share_remote(const char *remote);

@@ -85,7 +85,7 @@ static int experiment_of(struct export_kernel *k, const char *rev)
 	if (found != 1) {
 		error("'%s' holds %s experiment: name its branch", rev,
 		      found ? "more than one" : "no");
-		ret = EXPORT_USAGE;
+		ret = AK_EUSAGE;
 	}
 cleanup:
 	git_tree_free(tree);
@@ -107,7 +107,7 @@ static int add_rev(struct export *ex, const char *rev)
 	     git_revparse_ext(&obj, &ref, repo_need(), full.buf) < 0) ||
 	    git_object_peel(&commit, obj, GIT_OBJECT_COMMIT) < 0) {
 		error("'%s' is neither a commit nor an experiment's name", rev);
-		ret = EXPORT_USAGE;
+		ret = AK_EUSAGE;
 		goto cleanup;
 	}
 	k->tip = *git_object_id(commit);
@@ -121,7 +121,7 @@ static int add_rev(struct export *ex, const char *rev)
 		ret = experiment_of(k, rev);
 	}
 	if (!ret)
-		ret = named_twice(ex, k->name) ? EXPORT_USAGE : 0;
+		ret = named_twice(ex, k->name) ? AK_EUSAGE : 0;
 cleanup:
 	if (ret)
 		ex->nr--;

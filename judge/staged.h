@@ -4,8 +4,9 @@
  *
  *	json_t *res;
  *	rc = experiment_judge(&res, "softmax", &tree, &head, stderr);
- *	// 0: res["keep"] says kept or rejected; 2: refused (bad paths),
- *	// 3: no device or toolchain; res is NULL unless rc == 0
+ *	// 0: res["keep"] says kept or rejected; AK_EUSAGE: refused (bad
+ *	// paths, an unreadable problem.json), AK_EENV: no device or
+ *	// toolchain, after an error message; res is NULL unless rc == 0
  */
 #ifndef EXPERIMENT_H
 #define EXPERIMENT_H
