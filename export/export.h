@@ -9,7 +9,9 @@
  *
  *	DIR/__init__.py, _*.py        python/autokernel_ops/, the template
  *	DIR/setup.py                  for `pip install DIR`, offline
- *	DIR/include/autokernel.h      for a rebuild on another device
+ *	DIR/include/                  autokernel.h and the optional
+ *	                              helpers (ak-half.h), for a rebuild
+ *	                              on another device
  *	DIR/manifest.json             per kernel: name, op, backend, dtypes,
  *	                              the verified shapes, tolerances, commit,
  *	                              device, the compile command and compiler
