@@ -1,6 +1,6 @@
 /*
  * builtin.h: the commands.  Each cmd_*() parses its options, calls library
- * code and returns its exit status (SPEC section 8).
+ * code and returns its exit status (git-autokernel(1), EXIT STATUS).
  */
 #ifndef BUILTIN_H
 #define BUILTIN_H

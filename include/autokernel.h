@@ -42,8 +42,8 @@
  * comment of the form `autokernel: tune 64,128,256,512` (the values to
  * try), optionally ending in `if EXPR`, a C expression over other tunables
  * that a combination must satisfy (`if BLOCK*ROWS <= 1024`).  The kernels
- * under kernels/ show it in use
- * (`git autokernel --help`, section TUNABLES, has the whole syntax).
+ * under kernels/ show it in use; the manual's section TUNABLES (`git
+ * autokernel --help`) has the whole syntax.
  */
 #ifndef AUTOKERNEL_H
 #define AUTOKERNEL_H

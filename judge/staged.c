@@ -264,7 +264,7 @@ static void decide(struct judging *x)
 	strbuf_addbuf(&x->verdict, &why);
 	if (!keep) {
 		/* slower beyond the noise, or not faster beyond it (or by
-		 * less than minGain): the reasons SPEC section 6 names */
+		 * less than minGain): reasons of git-autokernel(1), JUDGING */
 		reject(x, starts_with(why.buf, "slower") ? "slower" : "noise");
 	} else {
 		json_object_set_new(x->res, "keep", json_true());

@@ -40,7 +40,7 @@ char *xstrndup(const char *s, size_t n);
 
 #define ARRAY_SIZE(x) (sizeof(x) / sizeof((x)[0]))
 
-/* Exit codes, SPEC section 8. */
+/* Exit codes: git-autokernel(1), EXIT STATUS. */
 enum {
 	EXIT_OK = 0,
 	EXIT_FAIL = 1,

@@ -1,6 +1,6 @@
 /*
- * profile-cupti.c: the JSON lines libak-cupti.so writes (one object a
- * line, backends/cupti-inject.c) into a profile.  Kernels are mapped by
+ * cupti.c: the JSON lines libak-cupti.so writes (one object a line,
+ * profile/cupti-inject.c) into a profile.  Kernels are mapped by
  * name alone: there are no CPU ops to say more, and no shapes.
  *
  *	{"kind":"device","id":0,"name":"NVIDIA H200"}

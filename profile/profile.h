@@ -12,7 +12,7 @@
  *                          injection library) writes for any CUDA program:
  *                          kernel names only, no shapes.
  *
- * The mapping rules live in profile-map.c.  Every kernel lands in one op
+ * The mapping rules live in map.c.  Every kernel lands in one op
  * or in "not covered"; a call is one launch of the op (the CPU op or
  * scope all of its kernels came from), and its shape is kept, so each op
  * has a typical shape (the one that takes the most time) and a floor (the
@@ -133,7 +133,7 @@ double prof_floor_us(const struct op *op, const struct shape *s,
 		     enum ak_dtype dt, const struct prof_ceilings *c);
 
 /*
- * The mapping rules (profile-map.c).
+ * The mapping rules (map.c).
  *
  * prof_map_kernel(): an op index (into ops[]) from a kernel's name alone,
  * or -1; *dt from the name where it says ("half", "bf16" ...), else

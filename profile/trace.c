@@ -1,5 +1,5 @@
 /*
- * profile-trace.c: a PyTorch profiler chrome trace (torch.profiler's
+ * trace.c: a PyTorch profiler chrome trace (torch.profiler's
  * export_chrome_trace, plain or gzip) into a profile.
  *
  * A kernel ("cat": "kernel") is linked to the CPU event that launched it,
@@ -14,7 +14,7 @@
  *
  * The CPU events of a thread nest (a cpu_op inside a Python function inside
  * a module's forward), so the events around the launch, innermost first,
- * are the chain that profile-map.c's rules read from the outside in.
+ * are the chain that map.c's rules read from the outside in.
  */
 #include <stdio.h>
 #include <stdlib.h>

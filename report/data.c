@@ -1,5 +1,5 @@
 /*
- * report-data.c: what a report says, read from the branch's history; and
+ * data.c: what a report says, read from the branch's history; and
  * the report as JSON.
  */
 #include <stdarg.h>
