@@ -6,7 +6,6 @@
 #include <unistd.h>
 #include <git2.h>
 #include "backends/build.h"
-#include "ops/problem.h"
 #include "lib/paths.h"
 #include "lib/run.h"
 #include "lib/tempdir.h"

@@ -49,7 +49,7 @@ static int measure(const char *backend)
 	return c ? 0 : -1;
 }
 
-int share_remote(const char *remote);
+static int share_remote(const char *remote);
 
 /* Before anything changes: init --share of a remote that does not exist
  * installs nothing. */
@@ -118,7 +118,7 @@ int cmd_init(int argc, char **argv)
  * `git notes --ref=autokernel merge` makes them ours.  Once a remote has
  * push refspecs plain `git push` uses only those, so HEAD is one of them.
  */
-int share_remote(const char *remote)
+static int share_remote(const char *remote)
 {
 	struct strbuf key = STRBUF_INIT, val = STRBUF_INIT, have = STRBUF_INIT;
 	static const char *const fetch[] = {
