@@ -335,6 +335,9 @@ int experiment_judge(json_t **res, const char *name, const git_oid *tree,
 	fprintf(out, "autokernel: judging %s/%s (staged) %s on %s\n", name,
 		x.cand.p.kernel, x.baseline ? "as the baseline" :
 		"against HEAD", judge_device_name(&x.j));
+	/* problem.json is fixed from the baseline on: say it there */
+	if (x.baseline)
+		problem_loose_tolerances(&x.cand.p, ppath.buf, NULL);
 	result_base(&x);
 	if ((rc = judge_candidate(&x)) == AK_EENV)
 		goto cleanup;

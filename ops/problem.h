@@ -11,6 +11,7 @@
 #define PROBLEM_H
 
 #include "ops/ops.h"
+#include "lib/strbuf.h"
 
 struct problem {
 	const struct op *op;
@@ -40,5 +41,15 @@ int problem_load(struct problem *p, const char *path);
 char *problem_dump(const struct problem *p);
 /* "f16,bf16" -> dtypes; 0 or error(). */
 int problem_set_dtypes(struct problem *p, const char *list);
+
+/*
+ * The dtypes of p (f16, bf16, f32) whose tolerance is looser than the
+ * op's default, atol or rtol above it: a mask of 1 << dtype.  For each,
+ * one line, "PATH: the f16 tolerance (atol A, rtol R) is looser than
+ * OP's default (atol A, rtol R)", goes into out, or to warning() when
+ * out is NULL.  path names problem.json in the line ("softmax/problem.json").
+ */
+unsigned problem_loose_tolerances(const struct problem *p, const char *path,
+				  struct strbuf *out);
 
 #endif
