@@ -148,7 +148,7 @@ install: all
 		$(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(B)/git-autokernel $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(RUNNERS) $(CUPTI_LIB) $(DESTDIR)$(PREFIX)/libexec/git-autokernel/
-	install -m 644 include/autokernel.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/*.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 doc/git-autokernel.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	rm -rf $(DESTDIR)$(PREFIX)/share/git-autokernel/kernels
 	rm -rf $(DESTDIR)$(PREFIX)/share/git-autokernel/python

@@ -2,7 +2,7 @@
  * llm-http.h: asking a model for a reply over HTTP (libcurl): the two wire
  * formats, retries with backoff, and a transcript of every exchange.
  *
- * Providers (SPEC section 3): LLM_OPENAI is any OpenAI-compatible server,
+ * Providers (git-autokernel(1), CONFIGURATION): LLM_OPENAI is any OpenAI-compatible server,
  * POST <url>/chat/completions with "Authorization: Bearer KEY" (no header
  * without a key, for a local server); LLM_ANTHROPIC is the Messages API,
  * POST <url>/messages with x-api-key and anthropic-version.

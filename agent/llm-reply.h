@@ -2,11 +2,11 @@
  * llm-reply.h: what the llm agent makes of a model's text, free of I/O so
  * that tests/unit-llm.c can check every rule.
  *
- * A reply is asked for in one form (SPEC section 3): its first line outside
- * code is the hypothesis, its last fenced code block the whole new kernel
- * file.  Also accepted: aider-style SEARCH/REPLACE blocks, applied to the
- * current kernel in order, each SEARCH matching exactly one place
- * (trailing blanks on a line forgiven):
+ * A reply is asked for in one form (the rules of llm.c's prompt): its
+ * first line outside code is the hypothesis, its last fenced code block
+ * the whole new kernel file.  Also accepted: aider-style SEARCH/REPLACE
+ * blocks, applied to the current kernel in order, each SEARCH matching
+ * exactly one place (trailing blanks on a line forgiven):
  *
  *	<<<<<<< SEARCH
  *	lines of the kernel as they are

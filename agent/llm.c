@@ -4,7 +4,7 @@
  * and a hypothesis (llm-reply.c), and writes the file; the loop commits it
  * and the hooks judge it.
  *
- * Configuration (git config, SPEC section 3):
+ * Configuration (git config; git-autokernel(1), CONFIGURATION):
  *
  *	autokernel.llm.provider     openai (any OpenAI-compatible server) or
  *				    anthropic; default openai

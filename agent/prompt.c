@@ -560,11 +560,11 @@ static void add_history(struct strbuf *sb, const struct agent_context *ctx)
 	for (size_t i = from; i < h->nr; i++) {
 		const struct experiment *e = &h->e[i];
 		json_t *n = e->note;
-		const char *reason = jstr(n, "reason");
+		const char *reason = experiment_reason(e);
 
 		strbuf_addf(sb, "- #%zu ", i);
 		if (e->attempt)
-			strbuf_addf(sb, "rejected (%s)", reason ? reason : "?");
+			strbuf_addf(sb, "rejected (%s)", *reason ? reason : "?");
 		else
 			strbuf_addf(sb, "%s %.7s", e->status,
 				    git_oid_tostr_s(&e->id));
@@ -621,20 +621,24 @@ static void add_last_failure(struct strbuf *sb, const struct agent_context *ctx)
 	const struct history *h = ctx->h;
 	const struct experiment *e = h->nr ? &h->e[h->nr - 1] : NULL;
 	struct strbuf v = STRBUF_INIT, diff = STRBUF_INIT;
-	json_t *n = e ? e->note : NULL, *k;
-	const char *reason = jstr(n, "reason"), *verdict = jstr(n, "verdict");
+	const char *reason, *verdict;
+	double t, ratio;
 
 	if (!e || !e->attempt)
 		return;
+	reason = experiment_reason(e);
+	verdict = jstr(e->note, "verdict");
 	strbuf_addf(sb, "## The last experiment (#%zu) was rejected\n\n"
 		    "Hypothesis: %s\nReason: %s\n", h->nr - 1, e->subject,
-		    reason ? reason : "unknown");
-	k = json_object_get(json_object_get(n, "bench"), "kernels");
-	if (reason && !strcmp(reason, "slower") && json_array_size(k) >= 2)
+		    *reason ? reason : "unknown");
+	/* the figure that decided: the best's median over the candidate's,
+	 * timed interleaved in the same run */
+	t = jnum(e->note, "time_us");
+	ratio = experiment_head_ratio(e);
+	if ((!strcmp(reason, "slower") || !strcmp(reason, "noise")) &&
+	    t > 0 && ratio > 0)
 		strbuf_addf(sb, "It ran %.2f us against %.2f us for the "
-			    "best.\n",
-			    jnum(json_array_get(k, 0), "median_us"),
-			    jnum(json_array_get(k, 1), "median_us"));
+			    "best, timed interleaved.\n", t, t * ratio);
 	if (verdict) {
 		strbuf_add_head_lines(&v, verdict, VERDICT_LINES);
 		strip_scratch_paths(&v);

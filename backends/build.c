@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -5,7 +6,6 @@
 #include <unistd.h>
 #include <git2.h>
 #include "backends/build.h"
-#include "ops/problem.h"
 #include "lib/paths.h"
 #include "lib/run.h"
 #include "lib/tempdir.h"
@@ -145,24 +145,52 @@ void build_command_release(struct build_command *cmd)
 	strbuf_release(&cmd->version);
 }
 
+static int is_header(const struct dirent *de)
+{
+	return ends_with(de->d_name, ".h");
+}
+
+int kernel_headers(struct strvec *names, const char *inc)
+{
+	struct dirent **list;
+	int n = scandir(inc, &list, is_header, alphasort);
+
+	if (n < 0)
+		return error_errno("unable to list the headers in '%s'", inc);
+	for (int i = 0; i < n; i++) {
+		strvec_push(names, list[i]->d_name);
+		free(list[i]);
+	}
+	free(list);
+	return 0;
+}
+
+/* The cache key: the command line, the compiler's version, every header
+ * a kernel may include and the source. */
 static int hash_key(char *hex, const struct strvec *args, const char *ver,
 		    const char *src, const char *inc)
 {
 	struct strbuf all = STRBUF_INIT, path = STRBUF_INIT;
+	struct strvec headers = STRVEC_INIT;
 	git_oid oid;
-	int ret = 0;
+	int ret = kernel_headers(&headers, inc);
 
 	for (size_t i = 0; i < args->nr; i++)
 		strbuf_addf(&all, "%s\n", args->v[i]);
 	strbuf_addf(&all, "%s\n", ver);
-	strbuf_addf(&path, "%s/autokernel.h", inc);
-	if (strbuf_read_file(&all, path.buf) < 0 ||
-	    strbuf_read_file(&all, src) < 0)
+	for (size_t i = 0; !ret && i < headers.nr; i++) {
+		strbuf_reset(&path);
+		strbuf_addf(&path, "%s/%s", inc, headers.v[i]);
+		if (strbuf_read_file(&all, path.buf) < 0)
+			ret = error_errno("unable to read '%s'", path.buf);
+	}
+	if (!ret && strbuf_read_file(&all, src) < 0)
 		ret = error_errno("unable to read '%s'", src);
-	else if (git_odb_hash(&oid, all.buf, all.len, GIT_OBJECT_BLOB) < 0)
+	if (!ret && git_odb_hash(&oid, all.buf, all.len, GIT_OBJECT_BLOB) < 0)
 		ret = error("unable to hash '%s'", src);
-	else
+	if (!ret)
 		git_oid_tostr(hex, GIT_OID_HEXSZ + 1, &oid);
+	strvec_clear(&headers);
 	strbuf_release(&all);
 	strbuf_release(&path);
 	return ret;

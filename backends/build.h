@@ -7,7 +7,8 @@
  *		... log holds the compiler's output ...
  *
  * Objects are cached under ak_cachedir()/build by a hash of the source,
- * the header, the exact command line and the compiler's version, so a
+ * the headers of include/ (kernel_headers()), the exact command line and
+ * the compiler's version, so a
  * re-check, a bisect step or the current best in an A/B benchmark is
  * never rebuilt.  Returns 0 (built or cached; *cached set), -1 when the
  * compiler failed (log has its output, status "nvcc exited with 2"), -2
@@ -18,6 +19,11 @@
 
 #include "lib/run.h"
 #include "lib/strbuf.h"
+
+/* The headers a kernel may include: the names of the *.h files in inc
+ * (the installed include/: autokernel.h, the optional ak-half.h ...),
+ * sorted, pushed onto names.  0, or -1 after an error message. */
+int kernel_headers(struct strvec *names, const char *inc);
 
 /* The compiler a backend uses (cc, nvcc, hipcc), honouring overrides. */
 const char *backend_compiler(const char *backend);

@@ -1,6 +1,6 @@
 /*
  * builtin.h: the commands.  Each cmd_*() parses its options, calls library
- * code and returns its exit status (SPEC section 8).
+ * code and returns its exit status (git-autokernel(1), EXIT STATUS).
  */
 #ifndef BUILTIN_H
 #define BUILTIN_H
@@ -19,6 +19,11 @@ int cmd_export(int argc, char **argv);
 int cmd_e2e(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_hook(int argc, char **argv);
+
+/* Runs the command argv[0] after the checks of its flags in the command
+ * table (a repository, a work tree, an autokernel branch); its exit
+ * status.  main() and commands that run another in-process call it. */
+int run_builtin(int argc, char **argv);
 
 /* Prints usage to stderr and returns 2 (or to stdout and 0 for -h). */
 int usage_with(const char *text, int help);

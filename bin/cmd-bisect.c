@@ -109,8 +109,6 @@ static int check_state(void)
 	struct strbuf path = STRBUF_INIT, out = STRBUF_INIT;
 	int ret = 0;
 
-	if (git_repository_is_bare(repo_need()))
-		return error("bisect needs a work tree"), 3;
 	strbuf_addf(&path, "%sBISECT_START", repo_gitdir());
 	if (!access(path.buf, F_OK)) {
 		ret = error("a bisect is already in progress; finish it or "
@@ -494,9 +492,10 @@ static int bisect_parse(int argc, char **argv, struct bisect *b)
 	b->threshold = 0.05;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (opt == 't') {
-			if (parse_fraction(optarg, &b->threshold) < 0)
-				return error("bad threshold '%s' (e.g. 5%%)",
-					     optarg) ? 2 : 2;
+			if (parse_fraction(optarg, &b->threshold) < 0) {
+				error("bad threshold '%s' (e.g. 5%%)", optarg);
+				return EXIT_USAGE;
+			}
 		} else if (opt == 'j') {
 			b->json = 1;
 		} else if (opt == 's') {
@@ -507,7 +506,6 @@ static int bisect_parse(int argc, char **argv, struct bisect *b)
 	}
 	if (argc - optind != 2)
 		return usage_with(usage_bisect, 0);
-	repo_need();
 	if (resolve(b->good, argv[optind]) < 0 ||
 	    resolve(b->bad, argv[optind + 1]) < 0)
 		return 2;
@@ -521,11 +519,14 @@ static int check_range(const struct bisect *b)
 
 	git_oid_fromstr(&good, b->good);
 	git_oid_fromstr(&bad, b->bad);
-	if (git_oid_equal(&good, &bad))
-		return error("<good> and <bad> are the same commit"), 2;
-	if (git_graph_descendant_of(repo_need(), &bad, &good) != 1)
-		return error("'%.7s' is not an ancestor of '%.7s'", b->good,
-			     b->bad), 2;
+	if (git_oid_equal(&good, &bad)) {
+		error("<good> and <bad> are the same commit");
+		return EXIT_USAGE;
+	}
+	if (git_graph_descendant_of(repo_need(), &bad, &good) != 1) {
+		error("'%.7s' is not an ancestor of '%.7s'", b->good, b->bad);
+		return EXIT_USAGE;
+	}
 	return 0;
 }
 

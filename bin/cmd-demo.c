@@ -116,8 +116,10 @@ int cmd_demo(int argc, char **argv)
 	} else {
 		snprintf(dir, sizeof(dir), "%s/git-autokernel-demo-XXXXXX",
 			 tmp && *tmp ? tmp : "/tmp");
-		if (!mkdtemp(dir))
-			return error_errno("unable to create '%s'", dir), 3;
+		if (!mkdtemp(dir)) {
+			error_errno("unable to create '%s'", dir);
+			return EXIT_ENV;
+		}
 	}
 	if (!backend)
 		backend = best_backend();

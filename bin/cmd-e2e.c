@@ -110,7 +110,7 @@ static int export_for_e2e(struct export *ex, struct strbuf *pkg, char **tmp,
 	else
 		return 3;
 	rc = export_package(ex, pkg->buf, o->revs, o->nrevs);
-	return rc == EXPORT_USAGE ? 2 : rc ? 3 : 0;
+	return rc == AK_EUSAGE ? EXIT_USAGE : rc ? EXIT_ENV : EXIT_OK;
 }
 
 int cmd_e2e(int argc, char **argv)
@@ -137,9 +137,9 @@ int cmd_e2e(int argc, char **argv)
 	if (rc)
 		goto cleanup;
 	o.run.package = pkg.buf;
-	rc = e2e_run(&o.run, o.record ? &result : NULL);
+	rc = exit_code(e2e_run(&o.run, o.record ? &result : NULL));
 	if (result && e2e_record(&ex, result) < 0)
-		rc = 3;
+		rc = EXIT_ENV;
 cleanup:
 	json_decref(result);
 	export_release(&ex);

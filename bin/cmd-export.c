@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include "bin/builtin.h"
 #include "export/export.h"
-#include "lib/repo.h"
 
 static const char usage_export[] =
 	"usage: git autokernel export [<rev>...] [-o DIR]\n"
@@ -34,7 +33,6 @@ int cmd_export(int argc, char **argv)
 			return usage_with(usage_export, opt == 'h');
 		dir = optarg;
 	}
-	repo_need();
 	rc = export_package(&ex, dir, (const char *const *)argv + optind,
 			    argc - optind);
 	for (size_t i = 0; !rc && i < ex.nr; i++)
@@ -45,5 +43,5 @@ int cmd_export(int argc, char **argv)
 		printf("wrote %s/: import it with its parent directory on "
 		       "sys.path, or 'pip install %s'\n", dir, dir);
 	export_release(&ex);
-	return rc == EXPORT_USAGE ? 2 : rc ? 3 : 0;
+	return rc == AK_EUSAGE ? EXIT_USAGE : rc ? EXIT_ENV : EXIT_OK;
 }

@@ -4,7 +4,6 @@
 #include <string.h>
 #include "bin/builtin.h"
 #include "judge/hooks.h"
-#include "lib/repo.h"
 #include "lib/trace.h"
 
 static const char usage_hook[] =
@@ -22,7 +21,6 @@ int cmd_hook(int argc, char **argv)
 		return usage_with(usage_hook, 0);
 	if (!strcmp(argv[1], "-h"))
 		return usage_with(usage_hook, 1);
-	repo_need();
 	trace("hook", "%s starts", argv[1]);
 	if (!strcmp(argv[1], "pre-commit"))
 		return traced_exit("pre-commit", hook_pre_commit());

@@ -24,6 +24,7 @@ static const char usage_init[] =
 	"the device's copy bandwidth and matrix rate once.  --share configures\n"
 	"<remote> to fetch and push the notes and attempts refs.\n";
 
+/* The device's ceilings, measured again; 0, or negative after an error. */
 static int measure(const char *backend)
 {
 	struct judge j = JUDGE_INIT;
@@ -45,10 +46,10 @@ static int measure(const char *backend)
 		printf("\n");
 	}
 	judge_stop(&j);
-	return c ? 0 : 3;
+	return c ? 0 : -1;
 }
 
-int share_remote(const char *remote);
+static int share_remote(const char *remote);
 
 /* Before anything changes: init --share of a remote that does not exist
  * installs nothing. */
@@ -91,7 +92,6 @@ int cmd_init(int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_with(usage_init, 0);
-	repo_need();
 	if (share && remote_exists(share) < 0)
 		return 3;
 	if (setup_repository(0) < 0)
@@ -118,7 +118,7 @@ int cmd_init(int argc, char **argv)
  * `git notes --ref=autokernel merge` makes them ours.  Once a remote has
  * push refspecs plain `git push` uses only those, so HEAD is one of them.
  */
-int share_remote(const char *remote)
+static int share_remote(const char *remote)
 {
 	struct strbuf key = STRBUF_INIT, val = STRBUF_INIT, have = STRBUF_INIT;
 	static const char *const fetch[] = {

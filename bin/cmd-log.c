@@ -116,9 +116,7 @@ int cmd_log(int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_with(usage_log, 0);
-	repo_need();
-	if (!(name = repo_branch_name()))
-		return error("not on an autokernel/* branch"), 3;
+	name = repo_branch_name();      /* NEED_BRANCH: never NULL */
 	if (history_load(&h, name, attempts) < 0) {
 		free(name);
 		return 3;

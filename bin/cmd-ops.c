@@ -99,16 +99,20 @@ int cmd_ops(int argc, char **argv)
 		else
 			return usage_with(usage_ops, c == 'h');
 	}
-	if (optind < argc && !(one = op_find(argv[optind])))
-		return error("unknown op '%s'", argv[optind]), 2;
+	if (optind < argc && !(one = op_find(argv[optind]))) {
+		error("unknown op '%s'", argv[optind]);
+		return EXIT_USAGE;
+	}
 	if (problem) {
 		struct problem p;
 		char *text;
 
 		if (!one || optind + 1 != argc)
 			return usage_with(usage_ops, 0);
-		if (!backend_known(backend))
-			return error("unknown backend '%s'", backend), 2;
+		if (!backend_known(backend)) {
+			error("unknown backend '%s'", backend);
+			return EXIT_USAGE;
+		}
 		problem_default(&p, one, backend);
 		text = problem_dump(&p);
 		printf("%s\n", text);

@@ -127,9 +127,7 @@ int cmd_report(int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_with(usage_report, 0);
-	repo_need();
-	if (!(name = repo_branch_name()))
-		return error("not on an autokernel/* branch"), 3;
+	name = repo_branch_name();      /* NEED_BRANCH: never NULL */
 	if (report_load(&r, name) < 0) {
 		rc = 3;
 	} else {

@@ -165,23 +165,26 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
 		switch (opt) {
 		case 'a': o->agent = optarg; break;
 		case 'n':
-			if (parse_count(optarg, &o->max) < 0)
-				return error("--max-experiments wants a number "
-					     "of experiments, 1 or more, not "
-					     "'%s'", optarg) ? 2 : 2;
+			if (parse_count(optarg, &o->max) < 0) {
+				error("--max-experiments wants a number of "
+				      "experiments, 1 or more, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
 			break;
 		case 'p':
-			if (parse_count(optarg, &o->plateau) < 0)
-				return error("--plateau wants a number of "
-					     "rejections, 1 or more, not '%s'",
-					     optarg) ? 2 : 2;
+			if (parse_count(optarg, &o->plateau) < 0) {
+				error("--plateau wants a number of rejections, "
+				      "1 or more, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
 			break;
 		case 'o': o->ops = optarg; break;
 		case 'b':
-			if (parse_duration(optarg, &o->budget_s) < 0)
-				return error("bad duration '%s' (e.g. 90s, 30m, "
-					     "8h, 1h30m; at most a year)",
-					     optarg) ? 2 : 2;
+			if (parse_duration(optarg, &o->budget_s) < 0) {
+				error("bad duration '%s' (e.g. 90s, 30m, 8h, "
+				      "1h30m; at most a year)", optarg);
+				return EXIT_USAGE;
+			}
 			break;
 		default:
 			return usage_with(usage_run, opt == 'h') ? 2 : -1;
@@ -540,9 +543,8 @@ static void final_log(void)
 {
 	char *argv[] = { "log", "--attempts", NULL };
 
-	optind = 1;
 	printf("\n");
-	cmd_log(2, argv);
+	run_builtin(2, argv);
 }
 
 int cmd_run(int argc, char **argv)
@@ -555,13 +557,13 @@ int cmd_run(int argc, char **argv)
 
 	if ((rc = parse_run(argc, argv, &o)))
 		return rc < 0 ? 0 : rc;
-	repo_need();
 	agent_name = o.agent ? xstrdup(o.agent) :
 		config_string("autokernel.agent", "tune");
 	st.o = &o;
 	st.tty = isatty(2);
 	if (!(st.agent = agent_new(agent_name))) {
-		rc = error("unknown agent '%s' (tune, exec, llm)", agent_name) ? 2 : 2;
+		error("unknown agent '%s' (tune, exec, llm)", agent_name);
+		rc = EXIT_USAGE;
 		goto cleanup;
 	}
 	if (st.agent->init(st.agent, o.agent_argc, o.agent_argv) < 0) {
@@ -570,8 +572,9 @@ int cmd_run(int argc, char **argv)
 	}
 	name = repo_branch_name();
 	if (!o.ops && !name) {
-		rc = error("not on an autokernel/* branch: 'git autokernel "
-			   "start <op>' first, or name branches with --ops") ? 3 : 3;
+		error("not on an autokernel/* branch: 'git autokernel start "
+		      "<op>' first, or name branches with --ops");
+		rc = EXIT_ENV;
 		goto cleanup;
 	}
 	if (lock_acquire("run") < 0) {
@@ -579,8 +582,9 @@ int cmd_run(int argc, char **argv)
 		goto cleanup;
 	}
 	if (!loop_tree_is_clean()) {
-		rc = error("the work tree has changes to tracked files: commit "
-			   "or stash them first ('git stash')") ? 3 : 3;
+		error("the work tree has changes to tracked files: commit or "
+		      "stash them first ('git stash')");
+		rc = EXIT_ENV;
 		lock_release();
 		goto cleanup;
 	}

@@ -278,13 +278,13 @@ int cmd_start(int argc, char **argv)
 	struct problem p;
 	struct strbuf branch = STRBUF_INIT, src = STRBUF_INIT;
 	struct strbuf dir = STRBUF_INIT, msg = STRBUF_INIT;
+	struct strbuf pjson = STRBUF_INIT;
 	char *backend = NULL, *orig = NULL;
 	struct stat st;
 	int rc;
 
 	if ((rc = parse_start(argc, argv, &o)))
 		return rc < 0 ? 0 : rc;
-	repo_need();
 	if (o.backend) {
 		backend = xstrdup(o.backend);
 	} else if (o.problem) {
@@ -310,6 +310,8 @@ int cmd_start(int argc, char **argv)
 	    make_problem(&p, &o, backend) < 0 || starter_path(&src, &o, backend))
 		goto cleanup;
 	rc = 3;
+	strbuf_addf(&pjson, "%s/problem.json", o.name);
+	problem_loose_tolerances(&p, pjson.buf, NULL);
 	strbuf_addf(&branch, "autokernel/%s", o.name);
 	strbuf_addf(&dir, "%s%s", repo_workdir(), o.name);
 	if (branch_exists(branch.buf)) {
@@ -355,5 +357,6 @@ cleanup:
 	strbuf_release(&dir);
 	strbuf_release(&msg);
 	strvec_clear(&o.shapes);
+	strbuf_release(&pjson);
 	return rc;
 }

@@ -71,7 +71,7 @@ int cmd_verify(int argc, char **argv)
 		goto cleanup;
 	if (build_only) {
 		rc = judge_build(&j, &c, -1, &verdict);
-		if (rc == 1)
+		if (rc == -1)
 			fprintf(stderr, "error: %s\n", verdict.buf);
 		else if (!rc)
 			printf("built %s/%s (%s) for %s: %s%s\n", c.name,
@@ -87,10 +87,8 @@ int cmd_verify(int argc, char **argv)
 		printf("verify %s/%s (%s) on %s: %s\n", c.name, c.p.kernel,
 		       c.label, c.p.backend, judge_device_name(&j));
 	rc = judge_build(&j, &c, 0, &verdict);
-	if (rc == 1) {
+	if (rc == -1)
 		fprintf(stderr, "error: %s\n", verdict.buf);
-		goto cleanup;
-	}
 	if (rc)
 		goto cleanup;
 	rc = verify_stages(&j.r, &c.p, cases, 0, &res, &verdict,
@@ -112,7 +110,7 @@ cleanup:
 	judge_stop(&j);
 	candidate_release(&c);
 	strbuf_release(&verdict);
-	return rc;
+	return exit_code(rc);
 }
 
 static void print_bench(json_t *b, const char *const *labels, int n)
@@ -175,9 +173,10 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		case 's': o->all_shapes = 1; break;
 		case 'S': o->shape = optarg; break;
 		case 't':
-			if (parse_fraction(optarg, &o->threshold) < 0)
-				return error("bad threshold '%s' (e.g. 5%%)",
-					     optarg) ? 2 : 2;
+			if (parse_fraction(optarg, &o->threshold) < 0) {
+				error("bad threshold '%s' (e.g. 5%%)", optarg);
+				return EXIT_USAGE;
+			}
 			break;
 		default:
 			return usage_with(usage_bench, opt == 'h') ? 2 : -1;
@@ -190,10 +189,11 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	return 0;
 }
 
-/* With --against, every failure to measure is "cannot test" (125). */
+/* The exit code of a library return; with --against, every failure to
+ * measure is "cannot test" (125). */
 static int env_rc(const struct bench_opts *o, int rc)
 {
-	return o->against && rc ? 125 : rc;
+	return o->against && rc ? EXIT_CANNOT_TEST : exit_code(rc);
 }
 
 /* The shapes bench times: the workload (or the one --shape names), and
@@ -314,7 +314,8 @@ int cmd_bench(int argc, char **argv)
 	}
 	dt = c.p.dtypes[0];
 	if (o.dtype && dtype_parse(o.dtype, &dt) < 0) {
-		rc = error("unknown dtype '%s'", o.dtype) ? 2 : 2;
+		error("unknown dtype '%s'", o.dtype);
+		rc = EXIT_USAGE;
 		goto cleanup;
 	}
 	labels[0] = c.label;

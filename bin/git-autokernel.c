@@ -13,27 +13,49 @@
 #include "lib/run.h"
 #include "verify/verify.h"
 
+/*
+ * What a command needs before it runs, checked here once, as git.c's
+ * table does: RUN_SETUP a repository (repo_need(), exit 3 outside one),
+ * NEED_WORK_TREE one with a work tree, NEED_BRANCH an autokernel/<name>
+ * branch checked out.  A command that can do without one sometimes
+ * (verify and bench take a kernel directory anywhere, run takes --ops
+ * off a branch, profile and e2e need a repository only for --start and
+ * --record, bisect finds the experiment in <bad>'s tree) checks for
+ * itself.  `CMD -h` is never refused.
+ */
+#define RUN_SETUP	(1 << 0)
+#define NEED_WORK_TREE	(1 << 1)
+#define NEED_BRANCH	(1 << 2)
+
 struct cmd {
 	const char *name;
 	int (*fn)(int argc, char **argv);
+	unsigned flags;
 	const char *help;
 };
 
 static const struct cmd commands[] = {
-	{ "init", cmd_init, "install the hooks, set defaults, measure the device" },
-	{ "start", cmd_start, "start an experiment branch for an op" },
-	{ "verify", cmd_verify, "run the five verification stages" },
-	{ "bench", cmd_bench, "time a kernel, or A/B against a revision" },
-	{ "run", cmd_run, "the experiment loop with an agent" },
-	{ "log", cmd_log, "one row per experiment on the branch" },
-	{ "report", cmd_report, "a pull-request body: tables and a plot" },
-	{ "bisect", cmd_bisect, "find the commit that made a kernel slower" },
-	{ "profile", cmd_profile, "rank a model's GPU kernels by time" },
-	{ "ops", cmd_ops, "list the supported ops" },
-	{ "export", cmd_export, "the kept kernels as a PyTorch package" },
-	{ "e2e", cmd_e2e, "a model's time and accuracy with the kernels" },
-	{ "demo", cmd_demo, "a short tuning session in a scratch repository" },
-	{ "hook", cmd_hook, "what the installed hooks call" },
+	{ "init", cmd_init, RUN_SETUP,
+	  "install the hooks, set defaults, measure the device" },
+	{ "start", cmd_start, RUN_SETUP | NEED_WORK_TREE,
+	  "start an experiment branch for an op" },
+	{ "verify", cmd_verify, 0, "run the five verification stages" },
+	{ "bench", cmd_bench, 0, "time a kernel, or A/B against a revision" },
+	{ "run", cmd_run, RUN_SETUP | NEED_WORK_TREE,
+	  "the experiment loop with an agent" },
+	{ "log", cmd_log, RUN_SETUP | NEED_BRANCH,
+	  "one row per experiment on the branch" },
+	{ "report", cmd_report, RUN_SETUP | NEED_BRANCH,
+	  "a pull-request body: tables and a plot" },
+	{ "bisect", cmd_bisect, RUN_SETUP | NEED_WORK_TREE,
+	  "find the commit that made a kernel slower" },
+	{ "profile", cmd_profile, 0, "rank a model's GPU kernels by time" },
+	{ "ops", cmd_ops, 0, "list the supported ops" },
+	{ "export", cmd_export, RUN_SETUP,
+	  "the kept kernels as a PyTorch package" },
+	{ "e2e", cmd_e2e, 0, "a model's time and accuracy with the kernels" },
+	{ "demo", cmd_demo, 0, "a short tuning session in a scratch repository" },
+	{ "hook", cmd_hook, RUN_SETUP, "what the installed hooks call" },
 };
 
 int usage_with(const char *text, int help)
@@ -75,6 +97,54 @@ static int show_man(void)
 	return 0;
 }
 
+/* -h or --help among the options: the command prints its usage. */
+static int asks_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return 1;
+	return 0;
+}
+
+/* 0 when what the command needs is there; -1 after an error. */
+static int check_setup(const struct cmd *cmd)
+{
+	char *name;
+
+	if (cmd->flags & (RUN_SETUP | NEED_WORK_TREE | NEED_BRANCH))
+		repo_need();
+	if ((cmd->flags & NEED_WORK_TREE) &&
+	    git_repository_is_bare(repo_need()))
+		return error("'git autokernel %s' needs a work tree",
+			     cmd->name);
+	if (cmd->flags & NEED_BRANCH) {
+		name = repo_branch_name();
+		if (!name)
+			return error("not on an autokernel/* branch: 'git "
+				     "autokernel start <op>' first, or check "
+				     "one out");
+		free(name);
+	}
+	return 0;
+}
+
+int run_builtin(int argc, char **argv)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
+		const struct cmd *cmd = &commands[i];
+
+		if (strcmp(cmd->name, argv[0]))
+			continue;
+		if (!asks_help(argc, argv) && check_setup(cmd) < 0)
+			return EXIT_ENV;
+		optind = 1;
+		return cmd->fn(argc, argv);
+	}
+	error("'%s' is not a git autokernel command; see 'git autokernel -h'",
+	      argv[0]);
+	return EXIT_USAGE;
+}
+
 int main(int argc, char **argv)
 {
 	const char *name;
@@ -99,16 +169,10 @@ int main(int argc, char **argv)
 		       LIBGIT2_VERSION);
 		return 0;
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
-		if (!strcmp(commands[i].name, name)) {
-			rc = commands[i].fn(argc - 1, argv + 1);
-			repo_close();
-			fflush(stdout);
-			if (ferror(stdout))
-				return 3;
-			return rc;
-		}
-	error("'%s' is not a git autokernel command; see 'git autokernel -h'",
-	      name);
-	return 2;
+	rc = run_builtin(argc - 1, argv + 1);
+	repo_close();
+	fflush(stdout);
+	if (ferror(stdout))
+		return 3;
+	return rc;
 }

@@ -16,7 +16,8 @@ static int is_python_name(const char *s)
 }
 
 /* The driver's command line for o->cmd: interpreter, driver, package,
- * result file, SCRIPT and its arguments.  0, 2 or 3 after an error. */
+ * result file, SCRIPT and its arguments.  0, or AK_EUSAGE or AK_EENV
+ * after an error message. */
 static int driver_args(struct strvec *args, const struct e2e_opts *o,
 		       const char *out)
 {
@@ -30,7 +31,7 @@ static int driver_args(struct strvec *args, const struct e2e_opts *o,
 		if (!(py = python_torch(&why))) {
 			error("%s", why.buf);
 			strbuf_release(&why);
-			return 3;
+			return AK_EENV;
 		}
 	} else {
 		py = *cmd++;
@@ -38,7 +39,7 @@ static int driver_args(struct strvec *args, const struct e2e_opts *o,
 	strbuf_release(&why);
 	if (!*cmd || **cmd == '-') {
 		error("e2e runs a script: '-- python3 SCRIPT [args]'");
-		return 2;
+		return AK_EUSAGE;
 	}
 	strvec_pushl(args, py, "-u", NULL);
 	strvec_pushf(args, "%s/python/autokernel_e2e.py", ak_datadir());
@@ -50,15 +51,18 @@ static int driver_args(struct strvec *args, const struct e2e_opts *o,
 	return 0;
 }
 
+/* The driver's exit status (0 accurate, 1 not, 2 usage, 3 environment)
+ * as e2e_run() returns it. */
 static int driver_status(struct child *c, int rc)
 {
+	static const int codes[] = { 0, -1, AK_EUSAGE, AK_EENV };
 	char how[128];
 
 	if (rc >= 0 && rc <= 3)
-		return rc;
+		return codes[rc];
 	child_describe(c, rc, how, sizeof(how));
 	error("the e2e driver %s", how);
-	return rc < 0 ? 3 : 1;
+	return rc < 0 ? AK_EENV : -1;
 }
 
 int e2e_run(const struct e2e_opts *o, json_t **result)
@@ -69,14 +73,14 @@ int e2e_run(const struct e2e_opts *o, json_t **result)
 	int rc;
 
 	if (!tmp)
-		return 3;
+		return AK_EENV;
 	strbuf_addf(&out, "%s/result.json", tmp);
 	if ((rc = driver_args(&c.args, o, out.buf)))
 		goto cleanup;
 	c.no_stdin = 1;
 	c.timeout_ms = o->timeout_s * 1000;
 	rc = driver_status(&c, run_child(&c));
-	if (result && (rc == 0 || rc == 1))
+	if (result && (rc == 0 || rc == -1))
 		*result = json_load_file(out.buf, 0, NULL);
 cleanup:
 	child_release(&c);

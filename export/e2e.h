@@ -14,11 +14,12 @@
  *	rc = e2e_run(&o, &result);      // result: the caller's
  *	if (result && e2e_record(&ex, result) < 0) ...
  *
- * e2e_run() returns the exit status of SPEC section 8: the driver's 0
- * (accurate), 1 (accuracy failed, or SCRIPT raised), 2 (usage: no
- * autokernel_model() in SCRIPT, a command that is not python3 SCRIPT), 3
- * (no interpreter imports torch); a driver that timed out or was killed
- * is 1.  *result is set on 0 and 1 when the driver wrote one.
+ * e2e_run() returns 0 (accurate), or after a message -1 (accuracy
+ * failed, SCRIPT raised, or the driver timed out or was killed),
+ * AK_EUSAGE (no autokernel_model() in SCRIPT, a command that is not
+ * python3 SCRIPT) or AK_EENV (no interpreter imports torch): exit_code()
+ * makes it the driver's exit status.  *result is set on 0 and -1 when
+ * the driver wrote one.
  */
 #ifndef E2E_H
 #define E2E_H

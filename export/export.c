@@ -85,7 +85,7 @@ static int experiment_of(struct export_kernel *k, const char *rev)
 	if (found != 1) {
 		error("'%s' holds %s experiment: name its branch", rev,
 		      found ? "more than one" : "no");
-		ret = EXPORT_USAGE;
+		ret = AK_EUSAGE;
 	}
 cleanup:
 	git_tree_free(tree);
@@ -107,7 +107,7 @@ static int add_rev(struct export *ex, const char *rev)
 	     git_revparse_ext(&obj, &ref, repo_need(), full.buf) < 0) ||
 	    git_object_peel(&commit, obj, GIT_OBJECT_COMMIT) < 0) {
 		error("'%s' is neither a commit nor an experiment's name", rev);
-		ret = EXPORT_USAGE;
+		ret = AK_EUSAGE;
 		goto cleanup;
 	}
 	k->tip = *git_object_id(commit);
@@ -121,7 +121,7 @@ static int add_rev(struct export *ex, const char *rev)
 		ret = experiment_of(k, rev);
 	}
 	if (!ret)
-		ret = named_twice(ex, k->name) ? EXPORT_USAGE : 0;
+		ret = named_twice(ex, k->name) ? AK_EUSAGE : 0;
 cleanup:
 	if (ret)
 		ex->nr--;
@@ -224,8 +224,35 @@ static int copy_file(const char *from, const char *to)
 	return ret;
 }
 
+/* Every header a kernel may include (the ABI's, the optional helpers'),
+ * for a rebuild: into DIR/include/. */
+static int write_headers(const char *dir)
+{
+	struct strbuf from = STRBUF_INIT, to = STRBUF_INIT;
+	struct strvec headers = STRVEC_INIT;
+	int ret;
+
+	strbuf_addf(&from, "%s/include", ak_datadir());
+	strbuf_addf(&to, "%s/include", dir);
+	ret = kernel_headers(&headers, from.buf);
+	if (!ret)
+		ret = mkdir_p(to.buf);
+	for (size_t i = 0; !ret && i < headers.nr; i++) {
+		strbuf_reset(&from);
+		strbuf_reset(&to);
+		strbuf_addf(&from, "%s/include/%s", ak_datadir(),
+			    headers.v[i]);
+		strbuf_addf(&to, "%s/include/%s", dir, headers.v[i]);
+		ret = copy_file(from.buf, to.buf);
+	}
+	strvec_clear(&headers);
+	strbuf_release(&from);
+	strbuf_release(&to);
+	return ret;
+}
+
 /* The package's code (the .py files of python/autokernel_ops) and the
- * ABI header. */
+ * headers. */
 static int write_template(const char *dir)
 {
 	struct strbuf from = STRBUF_INIT, to = STRBUF_INIT;
@@ -249,14 +276,8 @@ static int write_template(const char *dir)
 		ret = copy_file(from.buf, to.buf);
 	}
 	closedir(d);
-	strbuf_reset(&from);
-	strbuf_reset(&to);
-	strbuf_addf(&from, "%s/include/autokernel.h", ak_datadir());
-	strbuf_addf(&to, "%s/include", dir);
-	if (!ret && !(ret = mkdir_p(to.buf))) {
-		strbuf_addstr(&to, "/autokernel.h");
-		ret = copy_file(from.buf, to.buf);
-	}
+	if (!ret)
+		ret = write_headers(dir);
 cleanup:
 	strbuf_release(&from);
 	strbuf_release(&to);

@@ -9,7 +9,9 @@
  *
  *	DIR/__init__.py, _*.py        python/autokernel_ops/, the template
  *	DIR/setup.py                  for `pip install DIR`, offline
- *	DIR/include/autokernel.h      for a rebuild on another device
+ *	DIR/include/                  autokernel.h and the optional
+ *	                              helpers (ak-half.h), for a rebuild
+ *	                              on another device
  *	DIR/manifest.json             per kernel: name, op, backend, dtypes,
  *	                              the verified shapes, tolerances, commit,
  *	                              device, the compile command and compiler
@@ -27,15 +29,15 @@
  *	export_release(&ex);
  *
  * export_read() fills ex from the manifest of a package already written.
- * Both return 0, EXPORT_USAGE for a revision that names no experiment,
- * or -1 (repository state, files); an error has been printed.
+ * Both return 0, AK_EUSAGE (lib/usage.h) for a revision that names no
+ * experiment, or -1 (repository state, files: exit 3); an error has been
+ * printed.
  */
 #ifndef EXPORT_H
 #define EXPORT_H
 
 #include <git2.h>
-
-#define EXPORT_USAGE (-2)
+#include "lib/usage.h"
 
 struct export_kernel {
 	char name[256];         /* the experiment: autokernel/<name> */

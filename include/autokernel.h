@@ -33,14 +33,17 @@
  * Layout: the last dimension is contiguous, strides are in elements and the
  * harness passes dense row-major tensors (stride[ndim-1] == 1).  A tensor of
  * ndim 0 is a scalar with one element.  Unused shape/stride entries are 0.
+ * f16 and bf16 elements are uint16_t bit patterns; a host kernel may
+ * include the optional ak-half.h beside this header for conversions to
+ * and from float (round to nearest even), as the host starters do.
  *
  * Tunables: a kernel may declare compile-time parameters for the built-in
  * tuner, one `#define NAME VALUE` per line followed on the same line by a
  * comment of the form `autokernel: tune 64,128,256,512` (the values to
  * try), optionally ending in `if EXPR`, a C expression over other tunables
  * that a combination must satisfy (`if BLOCK*ROWS <= 1024`).  The kernels
- * under kernels/ show it in use
- * (`git autokernel --help`, section TUNABLES, has the whole syntax).
+ * under kernels/ show it in use; the manual's section TUNABLES (`git
+ * autokernel --help`) has the whole syntax.
  */
 #ifndef AUTOKERNEL_H
 #define AUTOKERNEL_H

@@ -148,7 +148,7 @@ int hook_pre_commit(void)
 		goto done;
 	r = experiment_judge(&res, s.name, &s.tree, s.unborn ? NULL : &s.head,
 			     stderr);
-	if (r == 2 || r == 3) {
+	if (r < 0) {
 		ret = 1;        /* refused or no device: nothing to record */
 		goto done;
 	}
@@ -390,7 +390,8 @@ static int hook_merge(struct staged *s)
 	    git_commit_tree(&ht, head) < 0 ||
 	    git_tree_lookup(&st, repo_need(), &s->tree) < 0) {
 		git_commit_free(head);
-		return error("unable to read the merge: %s", repo_error()) ? 1 : 1;
+		error("unable to read the merge: %s", repo_error());
+		return 1;
 	}
 	same = git_tree_entry_bypath(&a, ht, s->name) == 0 &&
 		git_tree_entry_bypath(&b, st, s->name) == 0 &&

@@ -86,55 +86,64 @@ int candidate_load(struct candidate *c, const char *spec, const char *name)
 	if (spec && strcmp(spec, "--index") && is_dir_with_problem(spec)) {
 		const char *base;
 
-		if (!realpath(spec, c->dir))
-			return error_errno("cannot resolve '%s'", spec), 3;
+		if (!realpath(spec, c->dir)) {
+			error_errno("cannot resolve '%s'", spec);
+			return AK_EENV;
+		}
 		base = strrchr(c->dir, '/');
 		snprintf(c->name, sizeof(c->name), "%s", base ? base + 1 : spec);
 		snprintf(c->label, sizeof(c->label), "%s", spec);
 		snprintf(c->src, sizeof(c->src), "%s/problem.json", c->dir);
 		if (problem_load(&c->p, c->src) < 0)
-			return 1;
+			return -1;
 		snprintf(c->src, sizeof(c->src), "%s/%s", c->dir, c->p.kernel);
 		return 0;
 	}
 	if (!repo_get()) {
-		if (spec)
-			return error("'%s' is not a kernel directory (no "
-				     "problem.json)", spec), 2;
+		if (spec) {
+			error("'%s' is not a kernel directory (no problem.json)",
+			      spec);
+			return AK_EUSAGE;
+		}
 		if (is_dir_with_problem("."))
 			return candidate_load(c, ".", name);
-		return error("not in a git repository and no problem.json "
-			     "here"), 3;
+		error("not in a git repository and no problem.json here");
+		return AK_EENV;
 	}
 	if (!name)
 		name = branch = repo_branch_name();
 	if (!name) {
 		if (!spec && is_dir_with_problem("."))
 			return candidate_load(c, ".", NULL);
-		return error("not on an autokernel/* branch: check one out "
-			     "or name a kernel directory"), 3;
+		error("not on an autokernel/* branch: check one out or name "
+		      "a kernel directory");
+		return AK_EENV;
 	}
 	snprintf(c->name, sizeof(c->name), "%s", name);
 	free(branch);
 	if (!spec) {
-		if (git_repository_is_bare(repo_need()))
-			return error("no work tree"), 3;
+		if (git_repository_is_bare(repo_need())) {
+			error("no work tree");
+			return AK_EENV;
+		}
 		snprintf(c->dir, sizeof(c->dir), "%s%s", repo_workdir(), c->name);
 		snprintf(c->label, sizeof(c->label), "work tree");
 		snprintf(c->src, sizeof(c->src), "%s/problem.json", c->dir);
 		if (problem_load(&c->p, c->src) < 0)
-			return 1;
+			return -1;
 		snprintf(c->src, sizeof(c->src), "%s/%s", c->dir, c->p.kernel);
 		return 0;
 	}
 	if (!strcmp(spec, "--index")) {
 		snprintf(c->label, sizeof(c->label), "index");
-		return materialize(c, NULL) ? 1 : 0;
+		return materialize(c, NULL);
 	}
 	snprintf(c->label, sizeof(c->label), "%s", spec);
-	if (short_id(c, spec) < 0)
-		return error("unknown revision '%s'", spec) ? 2 : 2;
-	return materialize(c, spec) ? 1 : 0;
+	if (short_id(c, spec) < 0) {
+		error("unknown revision '%s'", spec);
+		return AK_EUSAGE;
+	}
+	return materialize(c, spec);
 }
 
 void candidate_release(struct candidate *c)
@@ -170,13 +179,13 @@ int judge_start(struct judge *j, const char *backend)
 		error("no %s runner at '%s' (was git-autokernel built with "
 		      "the %s toolchain?)", backend, runner,
 		      !strcmp(backend, "cuda") ? "CUDA" : backend);
-		return 3;
+		return AK_EENV;
 	}
 	if (runner_spawn(&j->r, backend, config_timeout_ms(), &why) < 0) {
 		error("no %s device: %s", backend, why.buf);
 		strbuf_release(&why);
 		runner_stop(&j->r);
-		return 3;
+		return AK_EENV;
 	}
 	strbuf_release(&why);
 	j->started = 1;
@@ -201,7 +210,7 @@ int judge_ready(struct judge *j)
 	int rc;
 
 	if (!j->pending)
-		return j->started ? 0 : 3;
+		return j->started ? 0 : AK_EENV;
 	j->pending = 0;
 	t0 = now_ns();
 	rc = runner_hello(&j->r, &why);
@@ -213,7 +222,7 @@ int judge_ready(struct judge *j)
 		strbuf_release(&why);
 		runner_stop(&j->r);
 		j->started = 0;
-		return 3;
+		return AK_EENV;
 	}
 	strbuf_release(&why);
 	/* ceilings read under the last hello's device name belong to
@@ -287,7 +296,7 @@ int judge_build(struct judge *j, struct candidate *c, int slot,
 		int was_pending = j->pending;
 
 		if (judge_ready(j)) {
-			ret = 3;
+			ret = AK_EENV;
 			goto cleanup;
 		}
 		arch = json_string_value(json_object_get(j->device, "arch"));
@@ -302,16 +311,16 @@ int judge_build(struct judge *j, struct candidate *c, int slot,
 	}
 	if (r == -2) {
 		error("%s toolchain missing: %s", c->p.backend, log.buf);
-		ret = 3;
+		ret = AK_EENV;
 	} else if (r < 0) {
 		strbuf_addf(verdict, "unable to build '%s/%s': %s\n", c->name,
 			    c->p.kernel, status.buf);
 		compiler_output(verdict, &log, c);
-		ret = 1;
+		ret = -1;
 	} else if (slot >= 0 && runner_load(&j->r, slot, so.buf, &why) < 0) {
 		strbuf_addf(verdict, "unable to load '%s/%s': %s", c->name,
 			    c->p.kernel, why.buf);
-		ret = 1;
+		ret = -1;
 	} else {
 		free(c->so);
 		c->so = strbuf_detach(&so, NULL);

@@ -5,11 +5,11 @@
  *
  *	struct candidate c = CANDIDATE_INIT;
  *	struct judge j = JUDGE_INIT;
- *	if (candidate_load(&c, "--index") ||              // or NULL, REV, DIR
+ *	if (candidate_load(&c, "--index", NULL) ||        // or NULL, REV, DIR
  *	    judge_start(&j, c.p.backend))
  *		...
  *	struct cases *cs = cases_start(&c.p, -1);         // made during the build
- *	rc = judge_build(&j, &c, 0, &verdict);            // 1: compile error
+ *	rc = judge_build(&j, &c, 0, &verdict);            // -1: compile error
  *	rc = verify_stages(&j.r, &c.p, cs, 0, &res, &verdict, stderr);
  *	cases_free(cs);
  *	judge_stop(&j);
@@ -39,7 +39,9 @@ struct candidate {
 
 /* spec: NULL (the work tree), "--index", a directory with problem.json,
  * or a revision.  name: the experiment, or NULL for the current branch's.
- * 0, or an exit code (2 usage, 3 environment) after an error message. */
+ * 0, or after an error message -1 (its problem.json or kernel cannot be
+ * read), AK_EUSAGE (a revision or directory that names no kernel) or
+ * AK_EENV (no repository, no branch, no work tree). */
 int candidate_load(struct candidate *c, const char *spec, const char *name);
 void candidate_release(struct candidate *c);
 
@@ -55,19 +57,22 @@ struct judge {
 };
 #define JUDGE_INIT { .r = RUNNER_INIT }
 
-/* 0, or 3 (no device, runner missing) after an error message.  The
+/* 0, or AK_EENV (no device, runner missing) after an error message.  The
  * runner opens its device in the background; where this machine has said
  * hello before, that hello stands in (for the arch to build for and the
  * device's name) until judge_ready(), which judge_build() calls before it
  * loads a kernel: a build overlaps the device's start. */
 int judge_start(struct judge *j, const char *backend);
-/* Waits for the runner's hello: 0, or 3 (no device) after an error. */
+/* Waits for the runner's hello: 0, or AK_EENV (no device) after an
+ * error message. */
 int judge_ready(struct judge *j);
 void judge_stop(struct judge *j);
 
 /* Builds c (cached) and loads it into slot (none when slot < 0, which
- * needs no judge_start()); 0, 1 when the compiler failed (verdict has
- * its first errors), 3 when the toolchain is missing. */
+ * needs no judge_start()); 0, -1 when it does not build or load (verdict
+ * says why, with the compiler's first errors; nothing is printed), or
+ * AK_EENV when the toolchain is missing or the device did not answer
+ * (after an error message). */
 int judge_build(struct judge *j, struct candidate *c, int slot,
 		struct strbuf *verdict);
 

@@ -21,7 +21,8 @@ static git_tree *commit_tree(const git_oid *commit)
 }
 
 /* Which paths the candidate may change: on the baseline, anything under
- * <name>/; afterwards only the kernel file.  0, or 2 after an error. */
+ * <name>/; afterwards only the kernel file.  0, or AK_EUSAGE after an
+ * error message. */
 static int check_paths(const char *name, const git_oid *tree,
 		       git_tree *head_tree, int baseline, const char *kernel)
 {
@@ -57,7 +58,7 @@ static int check_paths(const char *name, const git_oid *tree,
 		ret = error("the staged tree does not change '%s': nothing to "
 			    "judge", kpath.buf);
 	if (ret)
-		ret = 2;
+		ret = AK_EUSAGE;
 cleanup:
 	git_diff_free(diff);
 	git_tree_free(t);
@@ -127,8 +128,8 @@ static void reject(struct judging *x, const char *reason)
 	json_object_set_new(x->res, "verdict", json_string(x->verdict.buf));
 }
 
-/* Build and the five stages of the candidate; 0 passed, 1 rejected, 3
- * no device or toolchain (after an error message). */
+/* Build and the five stages of the candidate; 0 passed, 1 rejected, or
+ * AK_EENV: no device or toolchain (after an error message). */
 static int judge_candidate(struct judging *x)
 {
 	json_t *vr = NULL;
@@ -138,8 +139,8 @@ static int judge_candidate(struct judging *x)
 	phase("building");
 	rc = judge_build(&x->j, &x->cand, 0, &x->verdict);
 
-	if (rc == 3)
-		return 3;
+	if (rc == AK_EENV)
+		return AK_EENV;
 	/* the device the runner found, now that it said hello, and its
 	 * ceilings (read again if it is not the one the cache named) */
 	json_object_set(x->res, "device", x->j.device);
@@ -147,7 +148,7 @@ static int judge_candidate(struct judging *x)
 		json_object_set(x->res, "ceilings", x->j.ceilings);
 	fprintf(x->out, "  build        %-4s %6.2f s\n", rc ? "FAIL" : "ok",
 		(now_ns() - t0) / 1e9);
-	if (rc == 1) {
+	if (rc < 0) {
 		fprintf(x->out, "%s\n", x->verdict.buf);
 		reject(x, "build");
 		return 1;
@@ -293,7 +294,7 @@ static void decide(struct judging *x)
 	strbuf_addbuf(&x->verdict, &why);
 	if (!keep) {
 		/* slower beyond the noise, or not faster beyond it (or by
-		 * less than minGain): the reasons SPEC section 6 names */
+		 * less than minGain): reasons of git-autokernel(1), JUDGING */
 		reject(x, starts_with(why.buf, "slower at") ? "shape" :
 		       starts_with(why.buf, "slower") ? "slower" : "noise");
 	} else {
@@ -314,7 +315,7 @@ static int load_others(struct judging *x)
 	    (rc = judge_build(&x->j, &x->best, 1, &v))) {
 		error("HEAD's kernel no longer builds or loads: %s", v.buf);
 		strbuf_release(&v);
-		return 3;
+		return AK_EENV;
 	}
 	if (!history_baseline(&x->base, x->name, x->head) &&
 	    !git_oid_equal(&x->base, x->head)) {
@@ -357,7 +358,7 @@ int experiment_judge(json_t **res, const char *name, const git_oid *tree,
 	judge_ceilings(&x.j, 0);
 	trace("judge", "runner started");
 	if (!x.j.started) {             /* the device did not answer */
-		rc = 3;
+		rc = AK_EENV;
 		goto cleanup;
 	}
 	x.cases = cases_start(&x.cand.p, x.cand.p.dtypes[0]);
@@ -365,8 +366,11 @@ int experiment_judge(json_t **res, const char *name, const git_oid *tree,
 	fprintf(out, "autokernel: judging %s/%s (staged) %s on %s\n", name,
 		x.cand.p.kernel, x.baseline ? "as the baseline" :
 		"against HEAD", judge_device_name(&x.j));
+	/* problem.json is fixed from the baseline on: say it there */
+	if (x.baseline)
+		problem_loose_tolerances(&x.cand.p, ppath.buf, NULL);
 	result_base(&x);
-	if ((rc = judge_candidate(&x)) == 3)
+	if ((rc = judge_candidate(&x)) == AK_EENV)
 		goto cleanup;
 	if (rc)
 		goto done;
@@ -399,7 +403,9 @@ cleanup:
 	git_tree_free(ht);
 	strbuf_release(&ppath);
 	strbuf_release(&x.verdict);
-	return rc == 1 ? 2 : rc;
+	/* a staged tree whose problem.json or kernel cannot be read is
+	 * refused, as one that changes other files is */
+	return rc == -1 ? AK_EUSAGE : rc;
 }
 
 static void add_trailers(struct strbuf *msg, json_t *res, int kept)

@@ -1,14 +1,15 @@
 /*
- * experiment.h: one candidate judged against the branch, as the hooks and
+ * staged.h: one candidate judged against the branch, as the hooks and
  * `start` need it, and the messages that carry the result into git.
  *
  *	json_t *res;
  *	rc = experiment_judge(&res, "softmax", &tree, &head, stderr);
- *	// 0: res["keep"] says kept or rejected; 2: refused (bad paths),
- *	// 3: no device or toolchain; res is NULL unless rc == 0
+ *	// 0: res["keep"] says kept or rejected; AK_EUSAGE: refused (bad
+ *	// paths, an unreadable problem.json), AK_EENV: no device or
+ *	// toolchain, after an error message; res is NULL unless rc == 0
  */
-#ifndef EXPERIMENT_H
-#define EXPERIMENT_H
+#ifndef JUDGE_STAGED_H
+#define JUDGE_STAGED_H
 
 #include <stdio.h>
 #include <git2.h>

@@ -1,5 +1,6 @@
 /*
- * records.h: what lands in git (SPEC section 7).
+ * records.h: what lands in git (git-autokernel(1), DESCRIPTION and
+ * RESULTS IN GIT; doc/sharing.md).
  *
  *   trailers  Autokernel-* lines at the end of a kept commit's message
  *   notes     the full result as JSON on refs/notes/autokernel

@@ -8,7 +8,7 @@
  *						    // autokernel/softmax
  *
  * Config: config_*() read git config (all levels, as git does) through
- * libgit2; the defaults are the tool's defaults of SPEC section 3.
+ * libgit2; the defaults are the tool's (git-autokernel(1), CONFIGURATION).
  * Strings returned by repo_* are the caller's to free() unless const.
  */
 #ifndef REPO_H

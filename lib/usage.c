@@ -67,6 +67,20 @@ void die_errno(const char *fmt, ...)
 	exit(EXIT_ENV);
 }
 
+int exit_code(int rc)
+{
+	switch (rc) {
+	case -1:
+		return EXIT_FAIL;
+	case AK_EUSAGE:
+		return EXIT_USAGE;
+	case AK_EENV:
+		return EXIT_ENV;
+	default:
+		return rc < 0 ? EXIT_ENV : rc;
+	}
+}
+
 void *xmalloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);

@@ -40,7 +40,7 @@ char *xstrndup(const char *s, size_t n);
 
 #define ARRAY_SIZE(x) (sizeof(x) / sizeof((x)[0]))
 
-/* Exit codes, SPEC section 8. */
+/* Exit codes: git-autokernel(1), EXIT STATUS. */
 enum {
 	EXIT_OK = 0,
 	EXIT_FAIL = 1,
@@ -48,5 +48,33 @@ enum {
 	EXIT_ENV = 3,
 	EXIT_CANNOT_TEST = 125,
 };
+
+/*
+ * What a library function returns after an error message: a negative
+ * code, never an exit code.  A command (bin/) maps it to its exit code,
+ * most often with exit_code():
+ *
+ *	-1          error()'s: what was asked failed (exit 1: a candidate
+ *	            whose files are unreadable, a check that failed)
+ *	AK_EUSAGE   the request was wrong: a revision that names nothing, a
+ *	            directory that holds no kernel (exit 2)
+ *	AK_EENV     the environment: no device, toolchain missing, the
+ *	            repository's state (exit 3)
+ *
+ *	if ((rc = candidate_load(&c, spec, NULL)) < 0)
+ *		return exit_code(rc);
+ *
+ * A function may also return a positive result of its own (1: the
+ * candidate failed; a child's exit status): its header says so.
+ */
+enum {
+	AK_EUSAGE = -2,
+	AK_EENV = -3,
+};
+
+/* The exit code of a library function's return: 1, 2, 3 for -1,
+ * AK_EUSAGE, AK_EENV (3 for any other negative value); 0 and positive
+ * values as they are. */
+int exit_code(int rc);
 
 #endif

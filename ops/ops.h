@@ -25,7 +25,7 @@
  *	}
  *
  * Rows: every op's output is split into independent rows so that a large
- * shape can be checked on a random sample of them (SPEC section 6).  A row
+ * shape can be checked on a random sample of them (git-autokernel(1), JUDGING).  A row
  * is row_len consecutive elements of out[0] starting at r * row_len.
  */
 #ifndef OPS_H
@@ -85,7 +85,7 @@ struct op {
 	const char *smoke_shape;
 	const char *test_shapes[AK_OP_MAX_SHAPES];
 	const char *edge_shapes[AK_OP_MAX_SHAPES];
-	const char *bench_shape;        /* SPEC section 5, for GPU backends */
+	const char *bench_shape;        /* doc/ops.md, for GPU backends */
 	const char *host_bench_shape;   /* the host backend's, CPU-sized */
 
 	/* Bitmask of (1 << GEN_x) stability transforms that apply. */
@@ -154,7 +154,7 @@ struct op {
 /* rotary_embedding's layouts, its scalar[0] */
 enum { ROTARY_INTERLEAVED = 0, ROTARY_HALF = 1 };
 
-extern const struct op *const ops[];    /* NULL-terminated, SPEC order */
+extern const struct op *const ops[];    /* NULL-terminated, doc/ops.md order */
 
 const struct op *op_find(const char *name);
 

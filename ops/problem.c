@@ -470,3 +470,30 @@ int problem_load(struct problem *p, const char *path)
 	strbuf_release(&sb);
 	return ret;
 }
+
+unsigned problem_loose_tolerances(const struct problem *p, const char *path,
+				  struct strbuf *out)
+{
+	struct strbuf line = STRBUF_INIT;
+	unsigned loose = 0;
+
+	for (int i = 0; i < p->n_dtypes; i++) {
+		enum ak_dtype d = p->dtypes[i];
+		const struct tolerance *t = &p->tol[d], *def = &p->op->tol[d];
+
+		if (d > AK_F32 || (t->atol <= def->atol && t->rtol <= def->rtol))
+			continue;
+		loose |= 1u << d;
+		strbuf_reset(&line);
+		strbuf_addf(&line, "%s: the %s tolerance (atol %g, rtol %g) is "
+			    "looser than %s's default (atol %g, rtol %g)", path,
+			    dtype_name(d), t->atol, t->rtol, p->op->name,
+			    def->atol, def->rtol);
+		if (out)
+			strbuf_addf(out, "%s\n", line.buf);
+		else
+			warning("%s", line.buf);
+	}
+	strbuf_release(&line);
+	return loose;
+}

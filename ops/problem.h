@@ -12,6 +12,7 @@
 #define PROBLEM_H
 
 #include "ops/ops.h"
+#include "lib/strbuf.h"
 
 /* One shape of the workload: the model's share of the op's time there. */
 struct work {
@@ -73,5 +74,15 @@ const char *op_layout_name(const struct op *op, int i);
 
 /* "f16,bf16" -> dtypes; 0 or error(). */
 int problem_set_dtypes(struct problem *p, const char *list);
+
+/*
+ * The dtypes of p (f16, bf16, f32) whose tolerance is looser than the
+ * op's default, atol or rtol above it: a mask of 1 << dtype.  For each,
+ * one line, "PATH: the f16 tolerance (atol A, rtol R) is looser than
+ * OP's default (atol A, rtol R)", goes into out, or to warning() when
+ * out is NULL.  path names problem.json in the line ("softmax/problem.json").
+ */
+unsigned problem_loose_tolerances(const struct problem *p, const char *path,
+				  struct strbuf *out);
 
 #endif

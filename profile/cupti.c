@@ -1,5 +1,5 @@
 /*
- * profile-cupti.c: the JSON lines libak-cupti.so writes (one object a
+ * cupti.c: the JSON lines libak-cupti.so writes (one object a
  * line, profile/cupti-inject.c) into a profile.  Kernels are mapped by
  * name alone: there are no CPU ops to say more, and no shapes.  One
  * sequence is read too: a log-softmax kernel followed by an nll_loss one

@@ -1,5 +1,5 @@
 /*
- * profile-map.c: which of the nine ops a GPU kernel belongs to, from its
+ * map.c: which of the nine ops a GPU kernel belongs to, from its
  * name and from the CPU ops and scopes that launched it, and the op's
  * shape from the CPU op's recorded input sizes.  doc/profile.md lists the
  * rules; they err toward "not covered": a share wrongly claimed by an op

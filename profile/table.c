@@ -1,5 +1,5 @@
 /*
- * profile-table.c: a profile's sums, the device's ceilings, each op's
+ * table.c: a profile's sums, the device's ceilings, each op's
  * floor and Amdahl bound, and the ranking.
  */
 #include <ctype.h>

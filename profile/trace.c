@@ -1,5 +1,5 @@
 /*
- * profile-trace.c: a PyTorch profiler chrome trace (torch.profiler's
+ * trace.c: a PyTorch profiler chrome trace (torch.profiler's
  * export_chrome_trace, plain or gzip) into a profile.
  *
  * A kernel ("cat": "kernel") is linked to the CPU event that launched it,

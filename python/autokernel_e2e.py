@@ -17,7 +17,7 @@ driver
   3. runs it eager, at its own dtype (the package paused);
   4. times eager and patched interleaved after a warm-up: the median of
      the repeats, by CUDA events on a GPU, perf_counter on the CPU;
-  5. judges accuracy (SPEC section 3): err = ||out - ref|| / ||ref|| over
+  5. judges accuracy (doc/pytorch.md): err = ||out - ref|| / ||ref|| over
      the model's output (its logits if it has them); the patched model
      passes when its err is at most 1.1 times the eager model's.  The max
      relative error (max |out - ref| / max |ref|) and top-1 agreement with

@@ -1,5 +1,5 @@
 /*
- * report-data.c: what a report says, read from the branch's history; and
+ * data.c: what a report says, read from the branch's history; and
  * the report as JSON.
  */
 #include <stdarg.h>
@@ -158,20 +158,36 @@ static void warn_tip(struct report *r)
 }
 
 static void add_tolerance(struct report *r, const struct problem *p,
-			  enum ak_dtype d)
+			  enum ak_dtype d, int looser)
 {
 	const struct tolerance *t = &p->tol[d], *def = &p->op->tol[d];
-	int looser = t->atol > def->atol || t->rtol > def->rtol;
 
 	json_object_set_new(r->tolerances, dtype_name(d), json_pack(
 		"{s:f,s:f,s:f,s:f,s:b}", "atol", t->atol, "rtol", t->rtol,
 		"default_atol", def->atol, "default_rtol", def->rtol,
 		"looser", looser));
-	if (looser)
-		add_warning(r, "%s/problem.json: the %s tolerance (atol %g, "
-			    "rtol %g) is looser than %s's default (atol %g, "
-			    "rtol %g)", r->h.name, dtype_name(d), t->atol,
-			    t->rtol, p->op->name, def->atol, def->rtol);
+}
+
+/* The tolerances and, as warnings, the loose ones. */
+static void add_tolerances(struct report *r, const struct problem *p,
+			   const char *path)
+{
+	struct strbuf lines = STRBUF_INIT;
+	unsigned loose = problem_loose_tolerances(p, path, &lines);
+	const char *line = lines.buf;
+
+	r->tolerances = json_object();
+	for (int i = 0; i < p->n_dtypes; i++)
+		if (p->dtypes[i] <= AK_F32)
+			add_tolerance(r, p, p->dtypes[i],
+				      !!(loose & (1u << p->dtypes[i])));
+	while (*line) {
+		int len = (int)strcspn(line, "\n");
+
+		add_warning(r, "%.*s", len, line);
+		line += len + (line[len] == '\n');
+	}
+	strbuf_release(&lines);
 }
 
 /* The bench shape and dtype of the best's run, else (notes made from
@@ -207,12 +223,8 @@ static void pick_problem(struct report *r)
 	git_oid_tostr(tip, sizeof(tip), &r->tip->id);
 	strbuf_addf(&path, "%s/problem.json", r->h.name);
 	if (!repo_read_file(&text, tip, path.buf) &&
-	    !problem_parse(&p, text.buf, path.buf)) {
-		r->tolerances = json_object();
-		for (int i = 0; i < p.n_dtypes; i++)
-			if (p.dtypes[i] <= AK_F32)
-				add_tolerance(r, &p, p.dtypes[i]);
-	}
+	    !problem_parse(&p, text.buf, path.buf))
+		add_tolerances(r, &p, path.buf);
 	set_shape(r, r->tolerances ? &p : NULL);
 	strbuf_release(&path);
 	strbuf_release(&text);

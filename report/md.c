@@ -1,5 +1,5 @@
 /*
- * report-md.c: the report as a pull-request body in GitHub markdown.
+ * md.c: the report as a pull-request body in GitHub markdown.
  */
 #include <stdio.h>
 #include <string.h>

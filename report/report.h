@@ -16,7 +16,7 @@
  *	report_release(&r);
  *
  * Everything comes from git: commit messages, and the JSON notes of kept
- * commits and attempts (bin/experiment.c writes them).  Two fields of a
+ * commits and attempts (judge/hooks.c writes them).  Two fields of a
  * note are optional and used when present: "references", timings of
  * other implementations ([{name, median_us}] or {name: us}), and
  * "shapes", per-shape timings ([{shape, dtype, median_us, roofline}]).

@@ -1,5 +1,5 @@
 /*
- * report-svg.c: the progress plot.  x is the experiment number (0 the
+ * svg.c: the progress plot.  x is the experiment number (0 the
  * baseline), y the median time (log scale when the times span more than
  * 10x); kept commits are filled dots, slower attempts hollow ones,
  * attempts without a time (build, verify) crosses in a band at the top.

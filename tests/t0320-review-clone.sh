@@ -251,7 +251,7 @@ test_expect_success 'report shows the tolerances and warns of a loose one' '
 	sed -e "s/\"seed\": 7/\"seed\": 7, \"tolerances\": \
 {\"f32\": {\"atol\": 1e9, \"rtol\": 0.001}}/" ../small.json >../loose.json &&
 	git autokernel start softmax --name loose --backend host \
-		--problem ../loose.json >/dev/null 2>&1 &&
+		--problem ../loose.json >/dev/null 2>start.err &&
 	git autokernel report >report.md 2>err &&
 	grep "warning: loose/problem.json: the f32 tolerance (atol 1e+09, \
 rtol 0.001) is looser than softmax.s default (atol" err &&
@@ -261,6 +261,13 @@ rtol 0.001 (\*\*looser\*\* than the op.s atol" report.md &&
 	python3 -c "import json; \
 		t = json.load(open(\"r.json\"))[\"tolerances\"]; \
 		assert list(t) == [\"f32\"] and t[\"f32\"][\"looser\"], t"
+'
+
+test_expect_success 'start, and the hook that judges the baseline, warn of it' '
+	cd author &&
+	w="warning: loose/problem.json: the f32 tolerance (atol 1e+09, rtol 0.001)" &&
+	sed -n "/autokernel: judging/q;p" start.err | grep -F "$w" &&
+	sed -n "/autokernel: judging/,\$p" start.err | grep -F "$w"
 '
 
 test_done

@@ -1,5 +1,5 @@
 /*
- * unit-ops.c: TAP unit tests of verify/dtype.c and verify/ops.c.
+ * unit-ops.c: TAP unit tests of ops/dtype.c and ops/ops.c.
  *
  * Besides conversions, shapes and hand-checked references, it holds one
  * small float kernel per op, written the way a correct kernel may be
@@ -294,7 +294,7 @@ static void test_tensors(void)
 
 	for (int i = 0; i < 9; i++)
 		order &= ops[i] && !strcmp(ops[i]->name, expect[i]);
-	ok(order && !ops[9], "ops[] holds the nine ops in SPEC order");
+	ok(order && !ops[9], "ops[] holds the nine ops in the order of doc/ops.md");
 	for (int i = 0; ops[i]; i++) {
 		const struct op *op = ops[i];
 		int good = 1;

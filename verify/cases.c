@@ -179,7 +179,7 @@ static void add(struct cases *cs, int stage, int idx, const struct shape *s,
 		(uint64_t)idx;
 }
 
-/* SPEC section 6: smoke at the smoke shape; every test shape and dtype;
+/* The five stages (git-autokernel(1), JUDGING): smoke at the smoke shape; every test shape and dtype;
  * the op's stability transforms at the first test shape; three runs for
  * determinism; every edge shape and dtype. */
 static void plan(struct cases *cs, int bench_dt)

@@ -112,7 +112,7 @@ int runner_hello(struct runner *r, struct strbuf *why)
 			      json_string_value(json_object_get(res, "error")) :
 			      "the runner refused to start");
 		json_decref(res);
-		return -3;
+		return AK_EENV;
 	}
 	json_decref(r->hello);
 	r->hello = res;

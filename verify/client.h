@@ -1,8 +1,10 @@
 /*
- * runner.h: the parent's side of a runner process (backends/runner.c).
+ * client.h: the parent's side of a runner process (backends/runner.c).
  *
  *	struct runner r = RUNNER_INIT;
- *	if (runner_start(&r, "host", 30000) < 0) ...   // exit 3: no device
+ *	struct strbuf why = STRBUF_INIT;
+ *	if (runner_start(&r, "host", 30000, &why) < 0) // 30 s per request
+ *		... why says it: "cannot start", or hello's "no device" ...
  *	void *mem = runner_shm(&r, bytes);             // tensors go here
  *	json_t *res = runner_request(&r, req, timeout_ms, &why);
  *	if (!res) ... why says "timed out after 30.0 s", "crashed: ..." ...
@@ -13,8 +15,8 @@
  * starts a fresh process and reloads the kernels, so one bad case never
  * poisons the next.
  */
-#ifndef VERIFY_RUNNER_H
-#define VERIFY_RUNNER_H
+#ifndef VERIFY_CLIENT_H
+#define VERIFY_CLIENT_H
 
 #include <jansson.h>
 #include "ak-wire.h"
@@ -38,8 +40,9 @@ struct runner {
 };
 #define RUNNER_INIT { .c = CHILD_INIT, .shm_fd = -1, .rbuf = STRBUF_INIT }
 
-/* Starts the runner and says hello: 0, -1 (error printed), or -3 when the
- * backend has no device (hello's error in why). */
+/* Starts the runner and says hello: 0, -1 when it cannot be started or
+ * does not answer, or AK_EENV when the backend has no device (why says
+ * which; nothing is printed). */
 int runner_start(struct runner *r, const char *backend, int timeout_ms,
 		 struct strbuf *why);
 /* The same in two steps: the runner opens its device as soon as it is

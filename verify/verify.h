@@ -1,10 +1,10 @@
 /*
- * verify.h: the judge.  The five stages of SPEC section 6 on a loaded
+ * verify.h: the judge.  The five stages (git-autokernel(1), JUDGING) on a loaded
  * kernel, and the interleaved benchmark of several kernels with the speed
  * of light measured in the same run.
  *
  *	struct cases *cs = cases_start(&p, AK_F16);  // while it compiles
- *	struct runner r = RUNNER_INIT;      // runner.h
+ *	struct runner r = RUNNER_INIT;      // client.h
  *	runner_start(&r, p.backend, timeout_ms, &why);
  *	runner_load(&r, 0, "/cache/ab12.so", &why);
  *	rc = verify_stages(&r, &p, cs, 0, &result, &verdict, NULL);  // 0 pass
@@ -97,7 +97,7 @@ int bench_workload(struct runner *r, const struct problem *p,
 int workload_keep(json_t *wl, double min_gain, double max_regress,
 		  struct strbuf *why);
 
-/* The keep rule of SPEC section 6 on a bench result whose kernel 0 is the
+/* The keep rule (git-autokernel(1), JUDGING) on a bench result whose kernel 0 is the
  * candidate and kernel 1 the current best: 1 keep, 0 reject (why says).
  * Faster beyond the noise: by more than twice the standard error of the
  * difference of the medians (from the IQRs), or with the candidate's

@@ -417,6 +417,7 @@ flash_wg(const T *__restrict__ q, const T *__restrict__ k,
 /* ------------------------------------------------------------------ */
 /* mma.sync (FlashAttention-2), other D                                */
 
+/* ---- shared: mma16816 (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
 /* d += a b, m16n8k16, row.col, f32 accumulate. */
 template <typename T>
 static __device__ __forceinline__ void mma16816(float *d, const uint32_t *a,
@@ -435,6 +436,7 @@ static __device__ __forceinline__ void mma16816(float *d, const uint32_t *a,
 			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]),
 			       "r"(b0), "r"(b1));
 }
+/* ---- end shared: mma16816 ---- */
 
 /* Four 8x8 b16 matrices from shared memory; lane l gives row l%8 of matrix l/8. */
 static __device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p)
@@ -751,6 +753,7 @@ static int launch_wg(const T *q, const T *k, const T *v, T *o, int BH, int S,
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
+/* ---- shared: have-wgmma (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
 /* wgmma needs compute capability 9.0 (the build targets sm_90a there). */
 static bool have_wgmma(void)
 {
@@ -758,6 +761,7 @@ static bool have_wgmma(void)
 
 	if (cc < 0) {
 		int dev = 0, major = 0;
+
 		if (cudaGetDevice(&dev) != cudaSuccess ||
 		    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
 					   dev) != cudaSuccess)
@@ -766,6 +770,7 @@ static bool have_wgmma(void)
 	}
 	return cc == 9;
 }
+/* ---- end shared: have-wgmma ---- */
 
 template <typename T>
 static int run(const struct ak_args *a)

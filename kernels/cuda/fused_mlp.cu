@@ -83,6 +83,7 @@
 #define FBK 64
 #define FSTAGES 2
 
+/* ---- shared: helpers (kept equal in matmul.cu, fused_mlp.cu; tests/t0023-kernel-twins.sh) ---- */
 template <typename T> static __device__ __forceinline__ T from_f32(float x);
 template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
@@ -91,6 +92,7 @@ static __device__ __forceinline__ uint32_t smem_u32(const void *p)
 {
 	return (uint32_t)__cvta_generic_to_shared(p);
 }
+/* ---- end shared: helpers ---- */
 
 static __device__ __forceinline__ float silu_mul(float g, float u)
 {
@@ -99,6 +101,7 @@ static __device__ __forceinline__ float silu_mul(float g, float u)
 
 #if WGMMA
 
+/* ---- shared: mbarrier-tma-wgmma (kept equal in matmul.cu, fused_mlp.cu; tests/t0023-kernel-twins.sh) ---- */
 /* ---- mbarriers, TMA, clusters ------------------------------------------ */
 
 static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
@@ -212,6 +215,7 @@ static __device__ __forceinline__ void named_bar(int id, int count)
 {
 	asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
 }
+/* ---- end shared: mbarrier-tma-wgmma ---- */
 
 /* The wgmma instructions as inline asm, the dtype (TY: "f16" or "bf16")
  * their one difference between the two forms each is used in. */
@@ -294,6 +298,7 @@ static __device__ __forceinline__ void named_bar(int id, int count)
 		  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]) \
 		  : "l"(da), "l"(db), "r"(1), "n"(TB))
 
+/* ---- shared: wgmma-n256 (kept equal in matmul.cu, fused_mlp.cu; tests/t0023-kernel-twins.sh) ---- */
 #define WGMMA_N256(TY) \
 	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n" \
 		  "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " " \
@@ -323,6 +328,7 @@ static __device__ __forceinline__ void named_bar(int id, int count)
 		  "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
 		  "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
 		  : "l"(da), "l"(db), "r"(1), "n"(TB))
+/* ---- end shared: wgmma-n256 ---- */
 
 /* d[0..N/2-1] += A B, m64nNk16; TB: B is N-major (transposed).  N is one of
  * the tile widths the kernels use (an inline asm needs its operands spelled out). */
@@ -571,6 +577,7 @@ static __device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p)
 		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
 
+/* ---- shared: mma16816 (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
 /* d += a b, m16n8k16, row.col, f32 accumulate. */
 template <typename T>
 static __device__ __forceinline__ void mma16816(float *d, const uint32_t *a,
@@ -589,7 +596,9 @@ static __device__ __forceinline__ void mma16816(float *d, const uint32_t *a,
 			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]),
 			       "r"(b0), "r"(b1));
 }
+/* ---- end shared: mma16816 ---- */
 
+/* ---- shared: store2 (kept equal in matmul.cu, fused_mlp.cu; tests/t0023-kernel-twins.sh) ---- */
 /* C[m, n..n+1] = v0, v1, inside C only; one 4-byte store when pair. */
 template <typename T>
 static __device__ __forceinline__ void store2(T *C, int M, int N, int m, int n,
@@ -608,6 +617,7 @@ static __device__ __forceinline__ void store2(T *C, int M, int N, int m, int n,
 			p[1] = from_f32<T>(v1);
 	}
 }
+/* ---- end shared: store2 ---- */
 
 /*
  * C = A B0^T, or with DUAL C = silu(A B0^T) * (A B1^T).  Smem: FSTAGES x
@@ -771,6 +781,7 @@ static int launch_mma(const T *A, const T *B0, const T *B1, T *C, int M, int N,
 /* ---- host --------------------------------------------------------------- */
 
 #if WGMMA
+/* ---- shared: tensor-map (kept equal in matmul.cu, fused_mlp.cu; tests/t0023-kernel-twins.sh) ---- */
 /* cuTensorMapEncodeTiled through the runtime's driver entry point, so the
  * kernel needs no libcuda at link time; NULL if the driver has none. */
 static PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder(void)
@@ -809,6 +820,7 @@ static bool tensor_map(CUtensorMap *map, const T *p, int64_t rows, int64_t cols,
 			  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
 			  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
+/* ---- end shared: tensor-map ---- */
 
 template <typename T, int BN, int NB, int CM>
 static int launch_cluster(const CUtensorMap &ta, const CUtensorMap &tb0,
@@ -904,6 +916,7 @@ static int launch_wgmma(const T *A, const T *B0, const T *B1, T *C, int M, int N
 
 #endif /* WGMMA */
 
+/* ---- shared: have-wgmma (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
 /* wgmma needs compute capability 9.0 (the build targets sm_90a there). */
 static bool have_wgmma(void)
 {
@@ -920,6 +933,7 @@ static bool have_wgmma(void)
 	}
 	return cc == 9;
 }
+/* ---- end shared: have-wgmma ---- */
 
 /* C[M,N] = A[M,K] B0[N,K]^T, or silu(A B0^T) * (A B1^T) when B1. */
 template <typename T>

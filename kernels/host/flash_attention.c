@@ -23,69 +23,10 @@
 #include <omp.h>
 #endif
 #include "autokernel.h"
+#include "ak-half.h"
 
 #define BLOCK_Q 16  /* autokernel: tune 4,8,16,32,64 */
 #define BLOCK_K 16  /* autokernel: tune 16,32,64,128,256 */
-
-/* f16 / bf16 <-> float by hand: round to nearest even, NaN stays NaN. */
-static inline float bits_f(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static inline uint32_t f_bits(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-static inline float half_to_float(uint16_t h)
-{
-	uint32_t em = (uint32_t)(h & 0x7fff) << 13;
-	/* x 2^112 rebiases the exponent 15 -> 127, subnormals included */
-	uint32_t u = f_bits(bits_f(em) * 0x1p112f);
-
-	if ((h & 0x7c00) == 0x7c00)
-		u = em | 0x7f800000u;   /* inf, NaN */
-	return bits_f(u | (uint32_t)(h & 0x8000) << 16);
-}
-
-static inline uint16_t float_to_half(float f)
-{
-	uint32_t x = f_bits(f);
-	uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
-	uint16_t o;
-
-	x &= 0x7fffffffu;
-	if (x >= 0x47800000u) {                 /* >= 65536, inf, NaN */
-		o = x > 0x7f800000u ? 0x7e00 : 0x7c00;
-	} else if (x < 0x38800000u) {           /* below 2^-14: subnormal */
-		/* adding 0.5 makes the FPU round the mantissa, ties to even */
-		o = (uint16_t)(f_bits(bits_f(x) + 0.5f) - 0x3f000000u);
-	} else {
-		x += 0xc8000fffu + ((x >> 13) & 1);     /* rebias, ties even */
-		o = (uint16_t)(x >> 13);
-	}
-	return o | sign;
-}
-
-static inline float bf16_to_float(uint16_t b)
-{
-	return bits_f((uint32_t)b << 16);
-}
-
-static inline uint16_t float_to_bf16(float f)
-{
-	uint32_t u = f_bits(f);
-
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40);    /* quiet NaN */
-	u += 0x7fff + ((u >> 16) & 1);
-	return (uint16_t)(u >> 16);
-}
 
 /*
  * exp(x) in float without libm, so that loops calling it vectorize:
@@ -103,7 +44,7 @@ static inline float exp_f(float x)
 	float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 +
 		  r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
 
-	p *= bits_f((uint32_t)((int32_t)n + 127) << 23);
+	p *= ak_bits_f32((uint32_t)((int32_t)n + 127) << 23);
 	return x < -87.0f ? 0.0f : p;
 }
 
@@ -120,10 +61,10 @@ static const float *load(float *buf, const void *src, enum ak_dtype t,
 		return (const float *)src + off;
 	if (t == AK_F16)
 		for (int i = 0; i < n; i++)
-			buf[i] = half_to_float(h[i]);
+			buf[i] = ak_f16_to_f32(h[i]);
 	else
 		for (int i = 0; i < n; i++)
-			buf[i] = bf16_to_float(h[i]);
+			buf[i] = ak_bf16_to_f32(h[i]);
 	return buf;
 }
 
@@ -137,10 +78,10 @@ static void store(void *dst, enum ak_dtype t, int64_t off, const float *src,
 		memcpy((float *)dst + off, src, (size_t)n * sizeof(float));
 	else if (t == AK_F16)
 		for (int i = 0; i < n; i++)
-			h[i] = float_to_half(src[i]);
+			h[i] = ak_f32_to_f16(src[i]);
 	else
 		for (int i = 0; i < n; i++)
-			h[i] = float_to_bf16(src[i]);
+			h[i] = ak_f32_to_bf16(src[i]);
 }
 
 struct scratch {

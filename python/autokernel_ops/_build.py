@@ -111,7 +111,8 @@ def rebuild(pkg, kernel, arch):
     _, version = _run([cc, "--version"])
     for part in cmd + [version]:
         h.update(part.encode() + b"\n")
-    for path in (os.path.join(include, "autokernel.h"), src):
+    headers = sorted(f for f in os.listdir(include) if f.endswith(".h"))
+    for path in [os.path.join(include, f) for f in headers] + [src]:
         with open(path, "rb") as f:
             h.update(f.read())
     out_dir = _cache_dir()
