@@ -32,6 +32,7 @@ struct runner {
 	size_t shm_size;
 	int shm_fd;
 	char err_path[4096];
+	char *scratch;          /* the runner's TMPDIR, HOME and stderr */
 	json_t *hello;
 };
 #define RUNNER_INIT { .c = CHILD_INIT, .shm_fd = -1 }
