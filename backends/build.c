@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <git2.h>
 #include "backends/build.h"
+#include "lib/cell.h"
 #include "lib/paths.h"
 #include "lib/run.h"
 #include "lib/tempdir.h"
@@ -196,11 +197,32 @@ static int hash_key(char *hex, const struct strvec *args, const char *ver,
 	return ret;
 }
 
+/*
+ * The compiler's cell: it reads the toolchain, include/ and the kernel's
+ * own directory, and writes only its scratch directory, where the object
+ * is made; nothing else of the cache is written.
+ */
+static void build_cell(struct cell *cell, const char *compiler,
+		       const char *inc, const char *src, const char *scratch)
+{
+	char *dir = xstrdup(src);
+
+	if (strrchr(dir, '/'))
+		*strrchr(dir, '/') = '\0';
+	cell_system(cell);
+	cell_toolchain(cell, compiler);
+	cell_read(cell, inc);
+	cell_read(cell, dir);
+	cell_scratch(cell, scratch);
+	free(dir);
+}
+
 int build_kernel(struct strbuf *so, struct strbuf *log, struct strbuf *status,
 		 const char *backend, const char *src, const char *arch,
 		 int timeout_ms, int *cached)
 {
 	struct child c = CHILD_INIT;
+	struct cell cell = CELL_INIT;
 	struct strbuf inc = STRBUF_INIT, dir = STRBUF_INIT, tmp = STRBUF_INIT;
 	char *scratch = NULL;
 	static int swept;
@@ -235,35 +257,41 @@ int build_kernel(struct strbuf *so, struct strbuf *log, struct strbuf *status,
 		*cached = 1;
 		goto cleanup;
 	}
-	/* Compile to a private name, then rename: concurrent builds of the
-	 * same kernel never see a half-written object. */
-	strbuf_addf(&tmp, "%s/%s.%d.tmp.so", dir.buf, hex, (int)getpid());
-	strvec_pushl(&c.args, "-o", tmp.buf, src, NULL);
-	/* The compiler's own scratch files go to a private TMPDIR that is
-	 * removed after: hipcc leaves an empty /tmp/kernel-* per build. */
+	/* The compiler's files, the object among them, go to a private
+	 * scratch directory, its TMPDIR, removed after (hipcc leaves an
+	 * empty /tmp/kernel-* per build); the object is renamed into the
+	 * cache, so concurrent builds never see a half-written one. */
 	if (!swept++)
 		tempdir_sweep(dir.buf);
-	if ((scratch = tempdir_make(dir.buf)))
-		strvec_pushf(&c.env, "TMPDIR=%s", scratch);
+	if (!(scratch = tempdir_make(dir.buf))) {
+		ret = -2;
+		goto cleanup;
+	}
+	strbuf_addf(&tmp, "%s/kernel.so", scratch);
+	strvec_pushl(&c.args, "-o", tmp.buf, src, NULL);
+	strvec_pushf(&c.env, "TMPDIR=%s", scratch);
 	link_args(&c.args, backend);
+	if (cell_enabled()) {
+		build_cell(&cell, c.args.v[0], inc.buf, src, scratch);
+		c.cell = &cell;
+	}
 	c.capture = 1;
 	c.merge_err = 1;
 	c.no_stdin = 1;
 	c.timeout_ms = timeout_ms;
 	rc = run_child(&c);
-	tempdir_remove(scratch);
 	strbuf_add(log, c.out.buf, c.out.len);
 	if (rc != 0) {
 		child_describe(&c, rc, why, sizeof(why));
 		strbuf_addf(status, "%s %s", c.args.v[0], why);
-		unlink(tmp.buf);
 		ret = -1;
 	} else if (rename(tmp.buf, so->buf) < 0) {
 		ret = error_errno("unable to store '%s'", so->buf);
-		unlink(tmp.buf);
 	}
+	tempdir_remove(scratch);
 cleanup:
 	child_release(&c);
+	cell_release(&cell);
 	strbuf_release(&inc);
 	strbuf_release(&dir);
 	strbuf_release(&tmp);

@@ -21,6 +21,7 @@
 #include "lib/history.h"
 #include "judge/judge.h"
 #include "judge/loop.h"
+#include "lib/cell.h"
 #include "lib/paths.h"
 #include "lib/records.h"
 #include "lib/repo.h"
@@ -397,6 +398,8 @@ static enum step experiment(struct run_state *st, const char *name,
 		strbuf_addf(&outcome, " (%s)", json_string_value(
 			json_object_get(note, "reason")));
 	strbuf_addf(&outcome, ": %s", pr.hypothesis.buf);
+	if (!cell_enabled())
+		strbuf_addstr(&outcome, " | unconfined (autokernel.sandbox)");
 	*rejected_in_row = rc ? *rejected_in_row + 1 : 0;
 	if (!rc && json_number_value(json_object_get(note, "roofline")) >= 0.95) {
 		strbuf_addstr(&outcome, " | at 95% of the floor");
@@ -588,6 +591,10 @@ int cmd_run(int argc, char **argv)
 		lock_release();
 		goto cleanup;
 	}
+	/* said once here, not by each experiment's hook: no Landlock, or
+	 * the cell turned off (then every outcome says so too) */
+	if (cell_enabled())
+		cell_probe();
 	catch_stops();
 	st.t0 = now_ns();
 	n = list_ops(&ops, o.ops ? o.ops : name);

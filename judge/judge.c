@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "backends/build.h"
 #include "judge/judge.h"
+#include "lib/cell.h"
 #include "lib/paths.h"
 #include "lib/repo.h"
 #include "lib/tempdir.h"
@@ -254,17 +255,22 @@ void judge_stop(struct judge *j)
 }
 
 /* The compiler's output as the user reads it: the kernel named by its
- * path in the repository, not by where the judge built it. */
+ * path in the repository, not by where the judge built it; and only
+ * what is about the kernel's own files (cell.h), whatever the compiler
+ * read: a kernel that includes ~/.ssh/id_rsa gets no line of it into a
+ * verdict, a note or a prompt. */
 static void compiler_output(struct strbuf *verdict, struct strbuf *log,
 			    const struct candidate *c)
 {
-	struct strbuf rel = STRBUF_INIT;
+	struct strbuf rel = STRBUF_INIT, kept = STRBUF_INIT;
 
 	strbuf_addf(&rel, "%s/%s", c->name, c->p.kernel);
-	strbuf_replace(log, c->src, rel.buf);
-	strbuf_add_head_lines(verdict, log->buf, 30);
+	cell_diagnostics(&kept, log->buf, c->src, c->dir);
+	strbuf_replace(&kept, c->src, rel.buf);
+	strbuf_addbuf(verdict, &kept);
 	strbuf_trim(verdict);
 	strbuf_release(&rel);
+	strbuf_release(&kept);
 }
 
 int judge_build(struct judge *j, struct candidate *c, int slot,

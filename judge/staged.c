@@ -6,6 +6,7 @@
 #include "judge/staged.h"
 #include "lib/history.h"
 #include "judge/judge.h"
+#include "lib/cell.h"
 #include "lib/records.h"
 #include "lib/repo.h"
 
@@ -109,6 +110,9 @@ static void result_base(struct judging *x)
 		json_string(git_oid_tostr_s(x->head)) : json_null());
 	if (x->j.ceilings)
 		json_object_set(x->res, "ceilings", x->j.ceilings);
+	/* the record of a judgement made outside the cell says so */
+	if (!cell_enabled())
+		json_object_set_new(x->res, "sandbox", json_false());
 	/* What the run loop knows of the agent: its name and token usage. */
 	if (getenv("AUTOKERNEL_AGENT"))
 		json_object_set_new(x->res, "agent",

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "lib/cell.h"
 #include "lib/run.h"
 #include "lib/tempdir.h"
 
@@ -135,7 +136,24 @@ void run_setup_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-static void child_exec(struct child *c, int in_fd, int out_fd, int err_fd)
+static void set_env(const struct strvec *env)
+{
+	for (size_t i = 0; i < env->nr; i++) {
+		const char *eq = strchr(env->v[i], '=');
+
+		if (eq) {
+			char *name = xstrndup(env->v[i], eq - env->v[i]);
+
+			setenv(name, eq + 1, 1);
+		} else {
+			unsetenv(env->v[i]);
+		}
+	}
+}
+
+/* envp: the whole environment of a child in a cell, else NULL. */
+static void child_exec(struct child *c, int in_fd, int out_fd, int err_fd,
+		       char **envp)
 {
 	if (!c->same_group)
 		setpgid(0, 0);
@@ -149,23 +167,22 @@ static void child_exec(struct child *c, int in_fd, int out_fd, int err_fd)
 		dup2(out_fd, 1);
 	if (err_fd >= 0)
 		dup2(err_fd, 2);
-	for (size_t i = 0; i < c->env.nr; i++) {
-		const char *eq = strchr(c->env.v[i], '=');
-
-		if (eq) {
-			char *name = xstrndup(c->env.v[i], eq - c->env.v[i]);
-
-			setenv(name, eq + 1, 1);
-		} else {
-			unsetenv(c->env.v[i]);
-		}
-	}
+	if (!envp)
+		set_env(&c->env);
 	if (c->dir && chdir(c->dir) < 0) {
 		fprintf(stderr, "error: cannot enter '%s': %s\n", c->dir,
 			strerror(errno));
 		_exit(126);
 	}
-	execvp(c->args.v[0], (char *const *)c->args.v);
+	if (c->cell && cell_enter(c->cell) < 0) {
+		fprintf(stderr, "error: cannot confine '%s': %s\n",
+			c->args.v[0], strerror(errno));
+		_exit(126);
+	}
+	if (envp)
+		execvpe(c->args.v[0], (char *const *)c->args.v, envp);
+	else
+		execvp(c->args.v[0], (char *const *)c->args.v);
 	fprintf(stderr, "error: cannot run '%s': %s\n", c->args.v[0],
 		strerror(errno));
 	_exit(errno == ENOENT ? 127 : 126);
@@ -182,6 +199,8 @@ int start_child(struct child *c)
 {
 	int inp[2] = { -1, -1 }, outp[2] = { -1, -1 }, errp[2] = { -1, -1 };
 	int null_fd = -1;
+	struct strvec envp = STRVEC_INIT;
+	static char *no_env[] = { NULL };
 
 	if (!c->args.nr)
 		return error("no command to run");
@@ -193,12 +212,17 @@ int start_child(struct child *c)
 		return -1;
 	if (c->no_stdin && inp[0] < 0)
 		null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	/* made here: the child only makes system calls */
+	if (c->cell)
+		cell_environ(&envp, c->cell, &c->env);
 
 	fflush(NULL);
 	c->start_ns = now_ns();
 	c->pid = fork();
-	if (c->pid < 0)
+	if (c->pid < 0) {
+		strvec_clear(&envp);
 		return error_errno("unable to fork '%s'", c->args.v[0]);
+	}
 	if (!c->pid) {
 		int out_fd = outp[1];
 
@@ -206,8 +230,10 @@ int start_child(struct child *c)
 			out_fd = 2;
 		child_exec(c, inp[0] >= 0 ? inp[0] : null_fd, out_fd,
 			   errp[1] >= 0 ? errp[1] :
-			   (c->merge_err && outp[1] >= 0 ? outp[1] : -1));
+			   (c->merge_err && outp[1] >= 0 ? outp[1] : -1),
+			   !c->cell ? NULL : envp.v ? (char **)envp.v : no_env);
 	}
+	strvec_clear(&envp);
 	if (!c->same_group)
 		setpgid(c->pid, c->pid);  /* no race with the child's own call */
 	track(c->pid);

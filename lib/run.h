@@ -22,6 +22,10 @@
  * For a long-lived child spoken to over pipes (the runner), start_child()
  * with want_stdin/want_stdout gives c.in (write end) and c.out_fd (read end);
  * finish_child() closes them and waits; kill_child() ends it at once.
+ *
+ * A child that builds or runs candidate code (the compiler, the runner)
+ * gets c.cell (cell.h): it starts with the cell's environment (c.env on
+ * top) and enters the cell between fork and exec.  No other child does.
  */
 #ifndef RUN_H
 #define RUN_H
@@ -42,6 +46,8 @@ void strvec_pushl(struct strvec *sv, ...);      /* NULL-terminated */
 void strvec_pushv(struct strvec *sv, const char *const *v);
 void strvec_clear(struct strvec *sv);
 
+struct cell;
+
 struct child {
 	struct strvec args;     /* args.v[0] is looked up in PATH */
 	struct strvec env;      /* "NAME=value" to set, "NAME" to unset */
@@ -59,6 +65,7 @@ struct child {
 	/* run_child: called about every 200 ms while the child runs */
 	void (*tick)(void *data);
 	void *tick_data;
+	const struct cell *cell;/* candidate code: confined (not owned) */
 
 	struct strbuf out, err;
 	pid_t pid;

@@ -6,31 +6,41 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "backends/build.h"
+#include "lib/cell.h"
 #include "lib/paths.h"
+#include "lib/tempdir.h"
 #include "verify/client.h"
 
-/* A file for the runner: in /dev/shm unless told otherwise (or unless
- * in_shm is 0), else in $TMPDIR or /tmp. */
-static int tmp_file_in(char *path, size_t n, const char *what, int in_shm)
+/* $TMPDIR, or /tmp. */
+static const char *tmp_dir(void)
 {
 	const char *dir = getenv("TMPDIR");
+
+	return dir && *dir ? dir : "/tmp";
+}
+
+/* A file for the runner in dir. */
+static int tmp_file_in(char *path, size_t n, const char *what,
+		       const char *dir)
+{
 	int fd;
 
-	if (in_shm && !access("/dev/shm", W_OK) &&
-	    !getenv("AUTOKERNEL_NO_DEVSHM"))
-		dir = "/dev/shm";
-	snprintf(path, n, "%s/autokernel-%s-XXXXXX", dir && *dir ? dir : "/tmp",
-		 what);
+	snprintf(path, n, "%s/autokernel-%s-XXXXXX", dir, what);
 	fd = mkostemp(path, O_CLOEXEC);
 	if (fd < 0)
-		return error_errno("unable to create a file in '%s'",
-				   dir && *dir ? dir : "/tmp");
+		return error_errno("unable to create a file in '%s'", dir);
 	return fd;
 }
 
-static int tmp_file(char *path, size_t n, const char *what)
+/* The tensors' file: in /dev/shm unless told otherwise, else in the
+ * runner's scratch directory. */
+static int tensors_file(struct runner *r)
 {
-	return tmp_file_in(path, n, what, 1);
+	int shm = !access("/dev/shm", W_OK) && !getenv("AUTOKERNEL_NO_DEVSHM");
+
+	return tmp_file_in(r->shm_path, sizeof(r->shm_path), "tensors",
+			   shm ? "/dev/shm" : r->scratch);
 }
 
 static void read_err_tail(struct runner *r, struct strbuf *why)
@@ -48,6 +58,9 @@ static void read_err_tail(struct runner *r, struct strbuf *why)
 	while (tail > sb.buf && lines < 12)
 		if (*--tail == '\n')
 			lines++;
+	/* a verdict, and so a note and a prompt, holds a bounded tail */
+	if (sb.buf + sb.len - tail > 2048)
+		tail = sb.buf + sb.len - 2048;
 	if (*tail == '\n')
 		tail++;
 	strbuf_addstr(why, "\n");
@@ -55,9 +68,69 @@ static void read_err_tail(struct runner *r, struct strbuf *why)
 	strbuf_release(&sb);
 }
 
+/* The runner's scratch directory (its TMPDIR and HOME, where its stderr
+ * goes) and the tensors' file, made before it starts: its cell names
+ * them. */
+static int runner_files(struct runner *r)
+{
+	int fd;
+
+	if (!r->scratch && !(r->scratch = tempdir_make(tmp_dir())))
+		return -1;
+	if (!r->err_path[0]) {
+		snprintf(r->err_path, sizeof(r->err_path), "%s/stderr",
+			 r->scratch);
+		fd = open(r->err_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return error_errno("unable to create '%s'",
+					   r->err_path);
+		close(fd);
+	}
+	if (r->shm_fd < 0 && (r->shm_fd = tensors_file(r)) < 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * The runner's cell: it reads the toolchain (the GPU runtime's libraries
+ * are there), its own directory and the built kernels, opens the GPU,
+ * and writes its scratch directory and the tensors' file (and the trace
+ * file, when tracing).
+ */
+static void runner_cell(struct cell *cell, struct runner *r)
+{
+	struct strbuf path = STRBUF_INIT;
+	const char *trace = getenv("AUTOKERNEL_TRACE");
+	int fd;
+
+	cell_system(cell);
+	cell_toolchain(cell, backend_compiler(r->backend));
+	if (strcmp(r->backend, "host"))
+		cell_gpu(cell);
+	cell_read(cell, ak_libexecdir());
+	strbuf_addf(&path, "%s/../lib", ak_libexecdir());
+	cell_read(cell, path.buf);
+	strbuf_reset(&path);
+	/* made now: the first build of this cache comes after the start */
+	strbuf_addf(&path, "%s/build", ak_cachedir());
+	mkdir_p(path.buf);
+	cell_read(cell, path.buf);
+	cell_scratch(cell, r->scratch);
+	cell_write(cell, r->shm_path);
+	if (trace && *trace) {
+		fd = open(trace, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+			  0644);
+		if (fd >= 0)
+			close(fd);
+		cell_write(cell, trace);
+	}
+	strbuf_release(&path);
+}
+
 static int spawn(struct runner *r, struct strbuf *why)
 {
-	int err_fd;
+	struct cell cell = CELL_INIT;
+	int ret = 0;
 
 	child_release(&r->c);
 	r->c = (struct child)CHILD_INIT;
@@ -65,21 +138,26 @@ static int spawn(struct runner *r, struct strbuf *why)
 		     r->backend);
 	r->c.want_stdin = 1;
 	r->c.want_stdout = 1;
-	if (!r->err_path[0]) {
-		err_fd = tmp_file(r->err_path, sizeof(r->err_path), "stderr");
-		if (err_fd < 0)
-			return -1;
-		close(err_fd);
+	if (runner_files(r) < 0) {
+		strbuf_addf(why, "cannot start the %s runner", r->backend);
+		return -1;
 	}
 	/* The runner's stderr (kernels' printf, sanitizer reports) goes to
 	 * a file whose tail explains a crash. */
 	strvec_pushf(&r->c.env, "AK_RUNNER_STDERR=%s", r->err_path);
+	if (cell_enabled()) {
+		runner_cell(&cell, r);
+		r->c.cell = &cell;
+	}
 	if (start_child(&r->c) < 0) {
 		strbuf_addf(why, "cannot start the %s runner", r->backend);
-		return -1;
+		ret = -1;
+	} else {
+		r->alive = 1;
 	}
-	r->alive = 1;
-	return 0;
+	r->c.cell = NULL;
+	cell_release(&cell);
+	return ret;
 }
 
 int runner_spawn(struct runner *r, const char *backend, int timeout_ms,
@@ -138,8 +216,9 @@ void runner_stop(struct runner *r)
 		close(r->shm_fd);
 	if (r->shm_path[0])
 		unlink(r->shm_path);
-	if (r->err_path[0])
-		unlink(r->err_path);
+	tempdir_remove(r->scratch);
+	free(r->scratch);
+	r->scratch = NULL;
 	r->shm = NULL;
 	r->shm_fd = -1;
 	r->shm_path[0] = r->err_path[0] = '\0';
@@ -171,11 +250,12 @@ static void shm_size_file(struct runner *r, size_t size)
 	if (!in_shm || !(e = posix_fallocate(r->shm_fd, 0, (off_t)size)))
 		return;
 	warning("no room for %zu MB of tensors in /dev/shm (%s); using %s",
-		size >> 20, strerror(e), getenv("TMPDIR") && *getenv("TMPDIR") ?
-		getenv("TMPDIR") : "/tmp");
+		size >> 20, strerror(e), tmp_dir());
 	close(r->shm_fd);
 	unlink(r->shm_path);
-	r->shm_fd = tmp_file_in(r->shm_path, sizeof(r->shm_path), "tensors", 0);
+	/* in the runner's scratch directory, which its cell writes */
+	r->shm_fd = tmp_file_in(r->shm_path, sizeof(r->shm_path), "tensors",
+				r->scratch);
 	if (r->shm_fd < 0)
 		die("cannot create the tensor exchange file");
 	if (ftruncate(r->shm_fd, (off_t)size) < 0)
@@ -190,11 +270,8 @@ void *runner_shm(struct runner *r, size_t size)
 		return r->shm;
 	if (r->shm)
 		munmap(r->shm, r->shm_size);
-	if (r->shm_fd < 0) {
-		r->shm_fd = tmp_file(r->shm_path, sizeof(r->shm_path), "tensors");
-		if (r->shm_fd < 0)
-			die("cannot create the tensor exchange file");
-	}
+	if (r->shm_fd < 0 && (!r->scratch || (r->shm_fd = tensors_file(r)) < 0))
+		die("cannot create the tensor exchange file");
 	shm_size_file(r, size);
 	r->shm = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED |
 		      MAP_POPULATE, r->shm_fd, 0);

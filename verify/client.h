@@ -35,6 +35,7 @@ struct runner {
 	size_t shm_size;
 	int shm_fd;
 	char err_path[4096];
+	char *scratch;          /* the runner's TMPDIR, HOME and stderr */
 	json_t *hello;
 	struct strbuf rbuf;     /* what the runner wrote past a line */
 };
