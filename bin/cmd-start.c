@@ -242,7 +242,7 @@ int cmd_start(int argc, char **argv)
 		goto cleanup;
 	}
 	if (!backend_known(backend)) {
-		error("unknown backend '%s' (host, cuda, hip)", backend);
+		error("unknown backend '%s' (host, cuda, hip, triton)", backend);
 		goto cleanup;
 	}
 	if (make_problem(&p, &o, backend) < 0 || starter_path(&src, &o, backend))

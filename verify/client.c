@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "lib/paths.h"
 #include "verify/client.h"
+#include "verify/runners.h"
 
 /* A file for the runner: in /dev/shm unless told otherwise (or unless
  * in_shm is 0), else in $TMPDIR or /tmp. */
@@ -61,8 +62,8 @@ static int spawn(struct runner *r, struct strbuf *why)
 
 	child_release(&r->c);
 	r->c = (struct child)CHILD_INIT;
-	strvec_pushf(&r->c.args, "%s/ak-runner-%s", ak_libexecdir(),
-		     r->backend);
+	if (runner_command(&r->c.args, &r->c.env, r->backend, why) < 0)
+		return -1;
 	r->c.want_stdin = 1;
 	r->c.want_stdout = 1;
 	if (!r->err_path[0]) {
