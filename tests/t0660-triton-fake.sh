@@ -12,8 +12,7 @@ export AUTOKERNEL_TRITON_DEVICE=fake
 # kernel_dir NAME REPLACEMENT: softmax/ with the BREAK line replaced
 kernel_dir () {
 	mkdir -p "$1/softmax" &&
-	small_problem softmax | sed -e 's/"backend": "host"/"backend": "triton"/' \
-		-e 's/"kernel.c"/"kernel.py"/' >"$1/softmax/problem.json" &&
+	triton_problem softmax >"$1/softmax/problem.json" &&
 	sed -e "s|# BREAK|$2|" "$TEST_DIR/kernels/softmax-torch.py" \
 		>"$1/softmax/kernel.py"
 }
@@ -121,8 +120,7 @@ fi
 # by the parent from include/ak-wire.h on.
 if test -f "$SRC_DIR/include/ak-wire.h"; then
 	test_expect_success 'start on triton: the baseline commit' '
-		small_problem softmax | sed -e "s/\"host\"/\"triton\"/" \
-			-e "s/\"kernel.c\"/\"kernel.py\"/" >small.json &&
+		triton_problem softmax >small.json &&
 		sed -e "s|# BREAK||" "$TEST_DIR/kernels/softmax-torch.py" >kernel.py &&
 		new_repo repo && cd repo &&
 		git autokernel start softmax --backend triton --from ../kernel.py \
