@@ -45,6 +45,29 @@ static int parse_long(const char **pp, long *out)
 	return 0;
 }
 
+/*
+ * Where the value of a constant's line starts: after "#define NAME" in C,
+ * after "NAME =" at the start of a Python line (a module-level constant,
+ * so not indented); its name into name.  NULL when the line declares no
+ * constant.
+ */
+static const char *value_at(const char *line, char *name, size_t n)
+{
+	const char *p = skip_ws(line);
+
+	if (!strncmp(p, "#define", 7)) {
+		p = skip_ws(p + 7);
+		return parse_ident(&p, name, n) < 0 ? NULL : skip_ws(p);
+	}
+	p = line;
+	if (parse_ident(&p, name, n) < 0)
+		return NULL;
+	p = skip_ws(p);
+	if (*p != '=' || p[1] == '=')
+		return NULL;
+	return skip_ws(p + 1);
+}
+
 /* One line: 0 not a tunable, 1 a tunable, -1 a malformed one. */
 static int parse_line(struct tunable *tu, const char *line, const char *eol,
 		      struct strbuf *err, int lineno)
@@ -58,14 +81,11 @@ static int parse_line(struct tunable *tu, const char *line, const char *eol,
 	memcpy(buf, line, len);
 	buf[len] = '\0';
 	mark = strstr(buf, MARK);
-	p = skip_ws(buf);
-	if (!mark || strncmp(p, "#define", 7))
-		return 0;
 	memset(tu, 0, sizeof(*tu));
 	tu->line = lineno;
-	p = skip_ws(p + 7);
-	if (parse_ident(&p, tu->name, sizeof(tu->name)) < 0 ||
-	    (p = skip_ws(p), parse_long(&p, &tu->value)) < 0)
+	if (!mark || !(p = value_at(buf, tu->name, sizeof(tu->name))))
+		return 0;
+	if (parse_long(&p, &tu->value) < 0)
 		goto bad;
 	p = skip_ws(mark + strlen(MARK));
 	close = strstr(p, "*/");
@@ -95,8 +115,8 @@ static int parse_line(struct tunable *tu, const char *line, const char *eol,
 	return 1;
 bad:
 	strbuf_addf(err, "line %d: malformed tunable (want '#define NAME "
-		    "VALUE' and a comment '%s V1,V2,... [if EXPR]')", lineno,
-		    MARK);
+		    "VALUE' or 'NAME = VALUE' and a comment '%s V1,V2,... "
+		    "[if EXPR]')", lineno, MARK);
 	return -1;
 }
 
@@ -326,20 +346,14 @@ void tunables_apply(struct strbuf *out, const char *text,
 				tu = &t->p[i];
 		if (tu) {
 			/* keep the line's layout: only the number changes */
-			const char *q = skip_ws(p);
-			const char *name, *num, *end;
+			char name[64];
+			const char *num = value_at(p, name, sizeof(name));
+			const char *end = num;
 
-			q = skip_ws(q + 7);
-			name = q;
-			while (isalnum((unsigned char)*q) || *q == '_')
-				q++;
-			num = skip_ws(q);
-			end = num;
 			if (*end == '-' || *end == '+')
 				end++;
 			while (isalnum((unsigned char)*end))
 				end++;
-			(void)name;
 			strbuf_add(out, p, num - p);
 			strbuf_addf(out, "%ld", tu->value);
 			strbuf_add(out, end, eol - end);

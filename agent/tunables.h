@@ -5,7 +5,12 @@
  *
  *	#define NAME VALUE  / * autokernel: tune V1,V2,... [if EXPR] * /
  *
- * (written without the spaces inside the comment markers): VALUE and
+ * (written without the spaces inside the comment markers), or in a Python
+ * kernel (triton) a module-level constant:
+ *
+ *	NAME = VALUE  # autokernel: tune V1,V2,... [if EXPR]
+ *
+ * VALUE and
  * every Vi are integers, EXPR an optional C expression over the kernel's
  * tunables (integers; + - * / % ( ) < <= > >= == != && || !) that a
  * combination must satisfy.  Anything else on the line after the comment

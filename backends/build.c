@@ -8,6 +8,7 @@
 #include "backends/build.h"
 #include "lib/cell.h"
 #include "lib/paths.h"
+#include "lib/python.h"
 #include "lib/run.h"
 #include "lib/tempdir.h"
 
@@ -20,6 +21,13 @@ const char *backend_compiler(const char *backend)
 	if (!strcmp(backend, "host")) {
 		env = getenv("AUTOKERNEL_CC");
 		return env && *env ? env : "cc";
+	}
+	if (!strcmp(backend, "triton")) {
+		struct strbuf why = STRBUF_INIT;
+		const char *py = python_torch(&why);
+
+		strbuf_release(&why);
+		return py ? py : "python3";
 	}
 	if (!strcmp(backend, "cuda")) {
 		env = getenv("AUTOKERNEL_NVCC");
@@ -55,7 +63,7 @@ static void base_args(struct strvec *a, const char *backend)
 		 * which waits for ptxas, is 0.2 s shorter than at -O3. */
 		strvec_pushl(a, "-O1", "-lineinfo", "--threads", "2", "-shared",
 			     "-Xcompiler", "-fPIC", NULL);
-	} else {
+	} else if (!strcmp(backend, "hip")) {
 		/* hipcc 5.x defaults to C++11; kernels are written in the
 		 * C++17 that nvcc and newer hipcc default to. */
 		strvec_pushl(a, "-std=c++17", "-O3", "-shared", "-fPIC",
@@ -217,6 +225,107 @@ static void build_cell(struct cell *cell, const char *compiler,
 	free(dir);
 }
 
+/* src's text at dst, which appears whole or not at all. */
+static int store_copy(const char *src, const char *dst)
+{
+	struct strbuf text = STRBUF_INIT;
+	int ret;
+
+	if (strbuf_read_file(&text, src) < 0)
+		ret = error_errno("unable to read '%s'", src);
+	else
+		ret = write_file_atomic(dst, text.buf, text.len);
+	strbuf_release(&text);
+	return ret;
+}
+
+/*
+ * The object a build makes, in the cache: the compiler's version (-2
+ * when it is missing, its answer in log), the hash of the command line,
+ * that version and the source, and so = <cachedir>/build/<hash><ext>,
+ * with *cached set when it is there already.  dir gets the cache's
+ * folder.  0, -1 (the kernel unreadable; status says so) or -2.
+ */
+static int object_path(struct strbuf *so, struct strbuf *dir,
+		       struct strbuf *log, struct strbuf *status,
+		       const struct strvec *args, const char *src,
+		       const char *ext, int *cached)
+{
+	struct strbuf inc = STRBUF_INIT;
+	char hex[GIT_OID_HEXSZ + 1];
+	const char *ver;
+	struct stat st;
+	int missing = 0, ret = 0;
+
+	ver = compiler_version(args->v[0], &missing);
+	if (missing) {
+		strbuf_addf(log, "%s: %s", args->v[0], ver);
+		return -2;
+	}
+	strbuf_addf(&inc, "%s/include", ak_datadir());
+	strbuf_addf(dir, "%s/build", ak_cachedir());
+	if (hash_key(hex, args, ver, src, inc.buf) < 0) {
+		/* a missing kernel file, not a missing toolchain */
+		strbuf_addstr(status, "unable to read the kernel");
+		ret = -1;
+	} else if (mkdir_p(dir->buf) < 0) {
+		ret = -2;
+	} else {
+		strbuf_reset(so);
+		strbuf_addf(so, "%s/%s%s", dir->buf, hex, ext);
+		*cached = !stat(so->buf, &st);
+	}
+	strbuf_release(&inc);
+	return ret;
+}
+
+/*
+ * Triton's build step here: there is no compiler to run before the
+ * device.  The interpreter that imports torch checks the kernel's syntax
+ * (ak_runner_triton.py --check), and the "object" is a copy of the source
+ * in the cache, named by the hash of the source and the interpreter's
+ * version; the runner imports it, and Triton compiles it into its own
+ * cache, under ours, when the judge warms it up (verify/runners.h).
+ */
+static int build_python(struct strbuf *so, struct strbuf *log,
+			struct strbuf *status, const char *src,
+			int timeout_ms, int *cached)
+{
+	struct child c = CHILD_INIT;
+	struct strbuf dir = STRBUF_INIT;
+	const char *py = python_torch(log);
+	char why[128];
+	int rc, ret;
+
+	if (!py)
+		return -2;
+	strvec_pushl(&c.args, py, NULL);
+	strvec_pushf(&c.args, "%s/python/ak_runner_triton.py", ak_datadir());
+	strvec_push(&c.args, "--check");
+	ret = object_path(so, &dir, log, status, &c.args, src, ".py", cached);
+	if (ret || *cached)
+		goto cleanup;
+	strvec_push(&c.args, src);
+	c.capture = 1;
+	c.merge_err = 1;
+	c.no_stdin = 1;
+	c.timeout_ms = timeout_ms;
+	rc = run_child(&c);
+	strbuf_add(log, c.out.buf, c.out.len);
+	if (rc != 0) {
+		child_describe(&c, rc, why, sizeof(why));
+		strbuf_addf(status, "%s %s", py, why);
+		ret = -1;
+	} else if (store_copy(src, so->buf) < 0) {
+		strbuf_addstr(status, "unable to store the kernel");
+		ret = -1;
+	}
+cleanup:
+	child_release(&c);
+	strbuf_release(&dir);
+	return ret;
+}
+
 int build_kernel(struct strbuf *so, struct strbuf *log, struct strbuf *status,
 		 const char *backend, const char *src, const char *arch,
 		 int timeout_ms, int *cached)
@@ -226,37 +335,17 @@ int build_kernel(struct strbuf *so, struct strbuf *log, struct strbuf *status,
 	struct strbuf inc = STRBUF_INIT, dir = STRBUF_INIT, tmp = STRBUF_INIT;
 	char *scratch = NULL;
 	static int swept;
-	char hex[GIT_OID_HEXSZ + 1], why[128];
-	const char *ver;
-	struct stat st;
-	int missing = 0, rc, ret = 0;
+	char why[128];
+	int rc, ret = 0;
 
 	*cached = 0;
+	if (!strcmp(backend, "triton"))
+		return build_python(so, log, status, src, timeout_ms, cached);
 	strbuf_addf(&inc, "%s/include", ak_datadir());
 	compile_args(&c.args, backend, arch, inc.buf);
-	ver = compiler_version(c.args.v[0], &missing);
-	if (missing) {
-		strbuf_addf(log, "%s: %s", c.args.v[0], ver);
-		ret = -2;
+	ret = object_path(so, &dir, log, status, &c.args, src, ".so", cached);
+	if (ret || *cached)
 		goto cleanup;
-	}
-	if (hash_key(hex, &c.args, ver, src, inc.buf) < 0) {
-		/* a missing kernel file, not a missing toolchain */
-		strbuf_addstr(status, "unable to read the kernel");
-		ret = -1;
-		goto cleanup;
-	}
-	strbuf_addf(&dir, "%s/build", ak_cachedir());
-	if (mkdir_p(dir.buf) < 0) {
-		ret = -2;
-		goto cleanup;
-	}
-	strbuf_reset(so);
-	strbuf_addf(so, "%s/%s.so", dir.buf, hex);
-	if (!stat(so->buf, &st)) {
-		*cached = 1;
-		goto cleanup;
-	}
 	/* The compiler's files, the object among them, go to a private
 	 * scratch directory, its TMPDIR, removed after (hipcc leaves an
 	 * empty /tmp/kernel-* per build); the object is renamed into the

@@ -303,7 +303,7 @@ int cmd_start(int argc, char **argv)
 		goto cleanup;
 	}
 	if (!backend_known(backend)) {
-		error("unknown backend '%s' (host, cuda, hip)", backend);
+		error("unknown backend '%s' (host, cuda, hip, triton)", backend);
 		goto cleanup;
 	}
 	if ((o.trace && workload_from_profile(&o) < 0) ||

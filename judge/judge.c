@@ -10,6 +10,7 @@
 #include "lib/paths.h"
 #include "lib/repo.h"
 #include "lib/tempdir.h"
+#include "verify/runners.h"
 
 static int is_dir_with_problem(const char *dir)
 {
@@ -168,18 +169,14 @@ static void hello_path(struct strbuf *path, const char *backend)
 int judge_start(struct judge *j, const char *backend)
 {
 	struct strbuf why = STRBUF_INIT, path = STRBUF_INIT;
-	char runner[PATH_MAX + 64];
 	json_t *last;
 
 	snprintf(j->backend, sizeof(j->backend), "%s", backend);
 	verify_set_threads(strcmp(backend, "host") ? (int)sysconf(
 		_SC_NPROCESSORS_ONLN) : 1);
-	snprintf(runner, sizeof(runner), "%s/ak-runner-%s", ak_libexecdir(),
-		 backend);
-	if (access(runner, X_OK)) {
-		error("no %s runner at '%s' (was git-autokernel built with "
-		      "the %s toolchain?)", backend, runner,
-		      !strcmp(backend, "cuda") ? "CUDA" : backend);
+	if (runner_present(backend, &why) < 0) {
+		error("%s", why.buf);
+		strbuf_release(&why);
 		return AK_EENV;
 	}
 	if (runner_spawn(&j->r, backend, config_timeout_ms(), &why) < 0) {
@@ -283,7 +280,7 @@ int judge_build(struct judge *j, struct candidate *c, int slot,
 	long long t0;
 	int cached, r, ret = 0;
 
-	if (!strcmp(c->p.backend, "host"))
+	if (!strcmp(c->p.backend, "host") || !strcmp(c->p.backend, "triton"))
 		arch = NULL;
 	else if ((conf = config_string(!strcmp(c->p.backend, "hip") ?
 				       "autokernel.hip.arch" :
@@ -325,6 +322,12 @@ int judge_build(struct judge *j, struct candidate *c, int slot,
 		ret = -1;
 	} else if (slot >= 0 && runner_load(&j->r, slot, so.buf, &why) < 0) {
 		strbuf_addf(verdict, "unable to load '%s/%s': %s", c->name,
+			    c->p.kernel, why.buf);
+		ret = -1;
+	} else if (slot >= 0 && !strcmp(c->p.backend, "triton") &&
+		   runner_warm(&j->r, slot, &c->p, &why) < 0) {
+		/* Triton's JIT compile is the build */
+		strbuf_addf(verdict, "unable to build '%s/%s': %s", c->name,
 			    c->p.kernel, why.buf);
 		ret = -1;
 	} else {

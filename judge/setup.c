@@ -11,6 +11,7 @@
 #include "lib/paths.h"
 #include "lib/records.h"
 #include "lib/repo.h"
+#include "verify/runners.h"
 #include "verify/client.h"
 
 static const char *const hook_names[] = {
@@ -242,21 +243,20 @@ int setup_repository(int quiet)
 
 const char *best_backend(void)
 {
-	static const char *const order[] = { "cuda", "hip" };
+	/* CUDA C++ where nvcc built its runner, else HIP, else Triton */
+	static const char *const order[] = { "cuda", "hip", "triton" };
 	static const char *best;
 
 	if (best)
 		return best;
 	best = "host";
 	for (size_t i = 0; i < ARRAY_SIZE(order); i++) {
-		char runner[8192];
 		struct runner r = RUNNER_INIT;
 		struct strbuf why = STRBUF_INIT;
 		int ok;
 
-		snprintf(runner, sizeof(runner), "%s/ak-runner-%s",
-			 ak_libexecdir(), order[i]);
-		if (access(runner, X_OK))
+		if (!runner_worth_asking(order[i]) ||
+		    runner_present(order[i], NULL) < 0)
 			continue;
 		ok = runner_start(&r, order[i], 60000, &why) == 0;
 		runner_stop(&r);

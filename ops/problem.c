@@ -12,6 +12,7 @@ static const struct {
 	{ "host", ".c" },
 	{ "cuda", ".cu" },
 	{ "hip", ".hip" },
+	{ "triton", ".py" },
 };
 
 const char *backend_ext(const char *backend)
@@ -424,7 +425,7 @@ int problem_parse(struct problem *p, const char *text, const char *origin)
 	}
 	s = json_string_value(json_object_get(j, "backend"));
 	if (!backend_known(s)) {
-		error("%s: unknown backend '%s' (host, cuda, hip)", origin,
+		error("%s: unknown backend '%s' (host, cuda, hip, triton)", origin,
 		      s ? s : "(missing)");
 		goto cleanup;
 	}

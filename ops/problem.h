@@ -40,7 +40,8 @@ struct problem {
 };
 
 /* The backends a problem may name, and their kernel file's extension:
- * "host" -> ".c", "cuda" -> ".cu", "hip" -> ".hip"; NULL if unknown. */
+ * "host" -> ".c", "cuda" -> ".cu", "hip" -> ".hip", "triton" -> ".py";
+ * NULL if unknown. */
 const char *backend_ext(const char *backend);
 int backend_known(const char *backend);
 

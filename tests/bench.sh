@@ -35,30 +35,34 @@ for op in ${AK_BENCH_OPS:-matmul softmax layernorm rmsnorm cross_entropy \
 	v=$(secs git-autokernel verify "$W/host/$op") || v="$v (fail)"
 	b=$(secs git-autokernel bench "$W/host/$op") || b="$b (fail)"
 	t=$(grep -E "^  .*[0-9] us" "$W/last.out" | head -1 | awk '{print $2, $3}')
-	printf "host  %-17s verify %6.2f s   bench %6.2f s   kernel %s\n" \
+	printf "host   %-17s verify %6.2f s   bench %6.2f s   kernel %s\n" \
 		"$op" "$v" "$b" "$t" | tee -a "$table"
 done
 
-for backend in cuda hip; do
-	test -x "$AK_BUILD/ak-runner-$backend" ||
+# triton: the Python runner, wherever an interpreter imports torch and
+# triton and sees a CUDA device
+for backend in cuda hip triton; do
+	test "$backend" = triton || test -x "$AK_BUILD/ak-runner-$backend" ||
 		test -x "$AK_BUILD/../libexec/git-autokernel/ak-runner-$backend" ||
 		continue
 	repo="$W/repo-$backend"
 	git init -q "$repo" && cd "$repo" &&
 		git commit -q --allow-empty -m init || exit 1
 	if ! s=$(secs git-autokernel start softmax --backend "$backend"); then
-		printf "%-5s no device, or start failed: %s\n" "$backend" \
+		printf "%-6s no device, or start failed: %s\n" "$backend" \
 			"$(grep -m1 error "$W/last.out")" | tee -a "$table"
 		cd "$SRC" || exit 1
 		continue
 	fi
-	# an agent's edit: another block size, so a new build
-	sed -i 's/^#define BLOCK 256 /#define BLOCK 512 /' softmax/kernel.*
+	# an agent's edit: another block size, so a new build (for Triton,
+	# a new JIT compile at every shape)
+	sed -i -e 's/^#define BLOCK 256 /#define BLOCK 512 /' \
+		-e 's/^BLOCK = 4096 /BLOCK = 2048 /' softmax/kernel.*
 	git add softmax
-	e=$(secs git commit -q -m "bench: one experiment, 512 threads a block")
-	printf "%-5s softmax start (ceilings, build, verify, bench) %6.2f s\n" \
+	e=$(secs git commit -q -m "bench: one experiment, another block size")
+	printf "%-6s softmax start (ceilings, build, verify, bench) %6.2f s\n" \
 		"$backend" "$s" | tee -a "$table"
-	printf "%-5s softmax one experiment (build, 5 stages, A/B) %6.2f s\n" \
+	printf "%-6s softmax one experiment (build, 5 stages, A/B) %6.2f s\n" \
 		"$backend" "$e" | tee -a "$table"
 	grep -E "build |smoke|sweep|stability|determinism|edge|bench |judged|verdict|error" "$W/last.out" | sed 's/^/      /'
 	# the same with a workload of four shapes (a model's prefill and

@@ -154,6 +154,12 @@ cuda_problem () {
 		-e 's/"kernel.c"/"kernel.cu"/'
 }
 
+# triton_problem OP: small_problem for the triton backend.
+triton_problem () {
+	small_problem "$1" | sed -e 's/"backend": "host"/"backend": "triton"/' \
+		-e 's/"kernel.c"/"kernel.py"/'
+}
+
 test_done () {
 	echo "1..$test_count"
 	if test "$test_failed" -gt 0; then

@@ -11,6 +11,7 @@
 #include "lib/paths.h"
 #include "lib/tempdir.h"
 #include "verify/client.h"
+#include "verify/runners.h"
 
 /* $TMPDIR, or /tmp. */
 static const char *tmp_dir(void)
@@ -93,9 +94,10 @@ static int runner_files(struct runner *r)
 
 /*
  * The runner's cell: it reads the toolchain (the GPU runtime's libraries
- * are there), its own directory and the built kernels, opens the GPU,
- * and writes its scratch directory and the tensors' file (and the trace
- * file, when tracing).
+ * are there; for triton, the interpreter's), its own directory and the
+ * built kernels, opens the GPU, and writes its scratch directory and the
+ * tensors' file (and the trace file, when tracing; for triton, Triton's
+ * cache).
  */
 static void runner_cell(struct cell *cell, struct runner *r)
 {
@@ -115,6 +117,15 @@ static void runner_cell(struct cell *cell, struct runner *r)
 	strbuf_addf(&path, "%s/build", ak_cachedir());
 	mkdir_p(path.buf);
 	cell_read(cell, path.buf);
+	if (!strcmp(r->backend, "triton")) {
+		/* the runner's own modules, and Triton's JIT cache, where
+		 * it compiles the kernel (verify/runners.c sets it) */
+		strbuf_reset(&path);
+		strbuf_addf(&path, "%s/python", ak_datadir());
+		cell_read(cell, path.buf);
+		mkdir_p(triton_cache_dir());
+		cell_write(cell, triton_cache_dir());
+	}
 	cell_scratch(cell, r->scratch);
 	cell_write(cell, r->shm_path);
 	if (trace && *trace) {
@@ -134,8 +145,8 @@ static int spawn(struct runner *r, struct strbuf *why)
 
 	child_release(&r->c);
 	r->c = (struct child)CHILD_INIT;
-	strvec_pushf(&r->c.args, "%s/ak-runner-%s", ak_libexecdir(),
-		     r->backend);
+	if (runner_command(&r->c.args, &r->c.env, r->backend, why) < 0)
+		return -1;
 	r->c.want_stdin = 1;
 	r->c.want_stdout = 1;
 	if (runner_files(r) < 0) {

@@ -1,0 +1,691 @@
+#!/usr/bin/env python3
+"""
+ak_runner_triton.py: the runner of the triton backend, the Python twin of
+backends/runner.c.  The parent (verify/client.c) starts it under the
+interpreter that imports torch and speaks doc/runner-protocol.md to it:
+one JSON request per line on stdin, one reply per line on stdout, tensor
+data in a file both map.  The kernel is a module (doc/triton.md):
+
+    def ak_kernel(a):           # a.inp, a.out: torch tensors on the device
+        ...                     # a.scalar, a.stream, a.workspace, ...
+        return 0                # or None; non-zero: "cannot run this case"
+
+Every check of the C runner is made here: outputs poisoned (0xFF) before
+every call, guard bands (4096 bytes of 0xA5) around every buffer, inputs
+compared after a checked call, the L2 flushed before a timed one, a
+device-wide synchronize before its end, and fresh inputs for every timed
+call, whose output the parent checks.  A crash, a hang or a lost device
+is the parent's to report; the runner never hides an error to go on.
+
+    ak_runner_triton.py --check FILE    the build step: FILE's syntax,
+                                        an error as Python prints it, exit 1
+"""
+import ctypes
+import importlib.util
+import json
+import mmap
+import operator
+import os
+import struct
+import sys
+import time
+import traceback
+
+SLOTS = 8
+GUARD = 4096
+GUARD_BYTE = 0xA5
+POISON_BYTE = 0xFF
+# enum ak_dtype: F16, BF16, F32, F64, I32, I64
+DTYPE_SIZE = [2, 2, 4, 8, 4, 8]
+
+torch = None            # imported after the file descriptors are set up
+ak_triton_device = None
+dev = None              # the device (ak_triton_device), or None
+init_error = ""
+proto = None            # the protocol's stdout
+shm = None              # the mapping
+slots = [None] * SLOTS
+
+
+# ---- the benchmark's generator (include/ak-wire.h) ----
+
+M64 = (1 << 64) - 1
+GOLDEN = 0x9E3779B97F4A7C15
+MIX_I = 0xD1B54A32D192ED03
+FIN_1 = 0xBF58476D1CE4E5B9
+FIN_2 = 0x94D049BB133111EB
+
+
+def s64(x):
+    """x mod 2^64 as the signed int64 torch and jansson hold."""
+    x &= M64
+    return x - (1 << 64) if x >> 63 else x
+
+
+def fin(z):
+    """splitmix64's finalizer, on a Python int."""
+    z &= M64
+    z ^= z >> 30
+    z = (z * FIN_1) & M64
+    z ^= z >> 27
+    z = (z * FIN_2) & M64
+    return z ^ (z >> 31)
+
+
+def fin_(z):
+    """The same, in place on an int64 tensor (shifts made logical)."""
+    z ^= (z >> 30) & ((1 << 34) - 1)
+    z *= s64(FIN_1)
+    z ^= (z >> 27) & ((1 << 37) - 1)
+    z *= s64(FIN_2)
+    z ^= (z >> 31) & ((1 << 33) - 1)
+    return z
+
+
+def call_seed(seed, k):
+    return fin(seed + (k + 1) * GOLDEN)
+
+
+def f32(x):
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def generate(view, g, seed, t):
+    """Fills view (dense) with input tensor t's values under seed."""
+    flat = view.view(-1)
+    base = s64(seed ^ (GOLDEN * (t + 1)))
+    step = 1 << 24
+    for lo in range(0, flat.numel(), step):
+        hi = min(flat.numel(), lo + step)
+        h = torch.arange(lo, hi, dtype=torch.int64, device=flat.device)
+        h.mul_(s64(MIX_I)).bitwise_xor_(base)
+        fin_(h)
+        if g.get("kind") == "index":
+            v = ((h >> 32) & 0xFFFFFFFF) * int(g["n"]) >> 32
+        else:
+            z = ((h & 0xFFF) + ((h >> 12) & 0xFFF) + ((h >> 24) & 0xFFF) +
+                 ((h >> 36) & 0xFFF) - 8190)
+            # exact in f32: sd is a power of two; one rounding for mean
+            v = z.to(torch.float32) * f32(float(g.get("sd", 1)) / 2048)
+            v += f32(float(g.get("mean", 0)))
+        flat[lo:hi].copy_(v)    # to the dtype, nearest even
+
+
+# ---- errors and replies ----
+
+class Failure(Exception):
+    """A request that cannot be answered: {"ok": false, "error": ...}."""
+
+    def __init__(self, message, fatal=False, **extra):
+        super().__init__(message)
+        self.fatal = fatal
+        self.extra = extra
+
+
+def fail_reply(f):
+    r = {"ok": False, "error": str(f), "fatal": f.fatal}
+    r.update(f.extra)
+    return r
+
+
+def send(obj):
+    proto.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    proto.flush()
+
+
+def receive():
+    line = sys.stdin.readline()
+    if not line:
+        sys.exit(0)     # the parent is gone
+    return json.loads(line)
+
+
+def device_call(fn, *args):
+    """fn(*args) on the device; a device error is a Failure."""
+    try:
+        return fn(*args)
+    except ak_triton_device.DeviceError as e:
+        raise Failure(str(e), fatal=e.sticky)
+
+
+# ---- kernels ----
+
+class Args:
+    """struct ak_args in Python: what ak_kernel(a) gets (doc/triton.md)."""
+
+    def __init__(self, inp, out, scalar):
+        self.inp, self.out = inp, out
+        self.n_in, self.n_out = len(inp), len(out)
+        self.scalar = list(scalar)
+        self.stream = dev.stream
+        self.workspace, self.workspace_size = None, 0
+
+
+class Kernel:
+    loaded = 0
+
+    def __init__(self, path):
+        Kernel.loaded += 1
+        name = "ak_kernel_%d" % Kernel.loaded
+        self.path = path
+        try:
+            spec = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            spec.loader.exec_module(mod)
+        except Exception as e:
+            traceback.print_exc()
+            raise Failure("cannot load the kernel: %s" % self.describe(e))
+        self.fn = getattr(mod, "ak_kernel", None)
+        self.ws = getattr(mod, "ak_workspace_size", None)
+        if not callable(self.fn):
+            raise Failure("the kernel does not define ak_kernel()")
+
+    def describe(self, e):
+        """The exception and the kernel's line it came from."""
+        where = [f.lineno for f in traceback.extract_tb(e.__traceback__)
+                 if f.filename == self.path]
+        if isinstance(e, SyntaxError) and e.filename == self.path:
+            where = [e.lineno]
+        msg = str(e).strip().splitlines()
+        text = type(e).__name__
+        if msg:
+            text += ": " + "\n".join(msg[:16])
+        if where:
+            text += " (kernel line %d)" % where[-1]
+        return text
+
+    def run(self, a):
+        """ak_kernel(a) -> its return code, or a Failure."""
+        try:
+            r = self.fn(a)
+            return 0 if r is None else operator.index(r)
+        except Exception as e:
+            traceback.print_exc()
+            raise Failure("ak_kernel() raised %s" % self.describe(e),
+                          fatal=dev.lost())
+
+    def workspace_size(self, a):
+        try:
+            return operator.index(self.ws(a))
+        except Exception as e:
+            traceback.print_exc()
+            raise Failure("ak_workspace_size() raised %s" % self.describe(e),
+                          fatal=dev.lost())
+
+
+def kernel_in(slot):
+    if not isinstance(slot, int) or not 0 <= slot < SLOTS or not slots[slot]:
+        raise Failure("no kernel loaded in slot %s" % slot)
+    return slots[slot]
+
+
+# ---- the mapping and the tensors of a request ----
+
+class Mapping:
+    def __init__(self, path, size):
+        self.path, self.size = path, size
+        fd = os.open(path, os.O_RDWR)
+        try:
+            self.mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        self.t = torch.frombuffer(self.mm, dtype=torch.uint8)
+
+    def close(self):
+        del self.t
+        try:
+            self.mm.close()
+        except BufferError:
+            pass        # a view is still alive: the GC unmaps it
+
+
+def map_shm(req):
+    global shm
+    path, size = req.get("shm"), req.get("size")
+    if not isinstance(path, str) or not isinstance(size, int) or size <= 0:
+        raise Failure("bad tensor layout in request")
+    if shm and shm.path == path and size <= shm.size:
+        return shm
+    if shm:
+        shm.close()
+        shm = None
+    try:
+        shm = Mapping(path, size)
+    except (OSError, ValueError) as e:
+        raise Failure("cannot map '%s': %s" % (path, e))
+    return shm
+
+
+class Tensor:
+    """One entry of a request's "tensors": dense, row-major."""
+
+    def __init__(self, j, limit):
+        self.dtype = j.get("dtype")
+        self.shape = [int(d) for d in j.get("shape", [])]
+        self.offset = int(j.get("offset", 0))
+        self.out = bool(j.get("out"))
+        if (not isinstance(self.dtype, int) or
+                not 0 <= self.dtype < len(DTYPE_SIZE) or
+                len(self.shape) > 4 or min(self.shape + [0]) < 0):
+            raise Failure("bad tensor layout in request")
+        self.numel = 1
+        for d in self.shape:
+            self.numel *= d
+        self.esize = DTYPE_SIZE[self.dtype]
+        self.nbytes = self.numel * self.esize
+        if limit is not None and (self.offset < 0 or
+                                  self.offset + self.nbytes > limit):
+            raise Failure("bad tensor layout in request")
+
+    def torch_dtype(self):
+        return [torch.float16, torch.bfloat16, torch.float32, torch.float64,
+                torch.int32, torch.int64][self.dtype]
+
+
+class Layout:
+    def __init__(self, req, limit):
+        ts = req.get("tensors")
+        if not isinstance(ts, list):
+            raise Failure("bad tensor layout in request")
+        self.all = [Tensor(t, limit) for t in ts]
+        self.ins = [t for t in self.all if not t.out]
+        self.outs = [t for t in self.all if t.out]
+        if len(self.ins) > 8 or len(self.outs) > 8:
+            raise Failure("bad tensor layout in request")
+        sc = req.get("scalar") or []
+        self.scalar = [float(sc[i]) if i < len(sc) else 0.0
+                       for i in range(4)]
+
+
+# ---- device buffers ----
+
+class GBuf:
+    """A device buffer with GUARD bytes of GUARD_BYTE on both sides."""
+
+    def __init__(self, n):
+        self.n = n
+        self.base = dev.alloc(n + 2 * GUARD)
+        dev.fill(self.base[:GUARD], GUARD_BYTE)
+        dev.fill(self.base[GUARD + n:], GUARD_BYTE)
+        self.data = self.base[GUARD:GUARD + n]
+
+    def view(self, t):
+        v = self.data.view(t.torch_dtype())
+        return v.view(t.shape) if t.shape else v.view(())
+
+    def check(self):
+        """Which guard byte changed, as "N bytes before/after", or None."""
+        head = dev.to_host(self.base[:GUARD])
+        tail = dev.to_host(self.base[GUARD + self.n:])
+        bad = (head != GUARD_BYTE).nonzero()
+        if len(bad):
+            return "%d bytes before the start" % (GUARD - int(bad.max()))
+        bad = (tail != GUARD_BYTE).nonzero()
+        if len(bad):
+            return "%d bytes after the end" % (int(bad.min()) + 1)
+        return None
+
+
+class Set:
+    """Device copies of a layout for one kernel: inputs (from the mapping
+    when given, else zero), outputs poisoned, workspace, each in guard
+    bands."""
+
+    def __init__(self, lay, kernel, mapping=None):
+        self.lay = lay
+        self.ins = [GBuf(t.nbytes) for t in lay.ins]
+        self.outs = [GBuf(t.nbytes) for t in lay.outs]
+        for t, b in zip(lay.ins, self.ins):
+            if mapping:
+                dev.h2d(b.data, mapping.t[t.offset:t.offset + t.nbytes])
+            else:
+                dev.fill(b.data, 0)
+        self.poison()
+        self.in_views = [b.view(t) for t, b in zip(lay.ins, self.ins)]
+        self.out_views = [b.view(t) for t, b in zip(lay.outs, self.outs)]
+        self.ws = None
+        if kernel.ws:
+            n = kernel.workspace_size(self.args())
+            if not 0 <= n <= 1 << 40:
+                raise Failure("ak_workspace_size() asked for an absurd size")
+            self.ws = GBuf(n)
+
+    def args(self):
+        """A call's Args: new for every call, so that nothing a kernel
+        does to them reaches the next."""
+        a = Args(list(self.in_views), list(self.out_views), self.lay.scalar)
+        if self.ws:
+            a.workspace, a.workspace_size = self.ws.data, self.ws.n
+        return a
+
+    def poison(self):
+        for b in self.outs:
+            dev.fill(b.data, POISON_BYTE)
+
+    def buffer(self, t):
+        """The flat bytes of layout tensor t in this set."""
+        i = self.lay.outs.index(t) if t.out else self.lay.ins.index(t)
+        return (self.outs if t.out else self.ins)[i].data
+
+    def guards(self):
+        """Guard bands intact: None, or what was written outside."""
+        for i, b in enumerate(self.outs):
+            what = b.check()
+            if what:
+                return "wrote outside output %d: %s" % (i, what)
+        if self.ws:
+            what = self.ws.check()
+            if what:
+                return "wrote outside its workspace: %s" % what
+        for i, b in enumerate(self.ins):
+            what = b.check()
+            if what:
+                return "wrote outside input %d: %s" % (i, what)
+        return None
+
+    def inputs_changed(self, mapping):
+        for i, (t, b) in enumerate(zip(self.lay.ins, self.ins)):
+            now = dev.to_host(b.data)
+            was = mapping.t[t.offset:t.offset + t.nbytes]
+            if not torch.equal(now, was):
+                first = int((now != was).nonzero()[0])
+                return "modified input %d at element %d" % (i,
+                                                             first // t.esize)
+        return None
+
+
+# ---- requests ----
+
+def req_hello(req):
+    if not dev:
+        return {"ok": False, "error": init_error, "no_device": True}
+    info = dev.info()
+    info.update({"ok": True, "backend": "triton", "abi": 1,
+                 "python": "%d.%d.%d" % sys.version_info[:3]})
+    return info
+
+
+def req_load(req):
+    slot, path = req.get("slot"), req.get("path")
+    if not isinstance(slot, int) or not 0 <= slot < SLOTS or \
+            not isinstance(path, str):
+        raise Failure("bad load request")
+    slots[slot] = None
+    slots[slot] = Kernel(path)
+    return {"ok": True, "workspace": slots[slot].ws is not None}
+
+
+def req_call(req):
+    k = kernel_in(req.get("slot"))
+    m = map_shm(req)
+    lay = Layout(req, m.size)
+    s = device_call(Set, lay, k, m)
+    rc = k.run(s.args())
+    device_call(dev.sync)
+    why = device_call(s.guards) or device_call(s.inputs_changed, m)
+    for t, b in zip(lay.outs, s.outs):
+        dev.d2h(m.t[t.offset:t.offset + t.nbytes], b.data)
+    r = {"ok": True, "rc": rc, "workspace_bytes": s.ws.n if s.ws else 0}
+    if why:
+        r["integrity"] = why
+    return r
+
+
+def req_gen(req):
+    m = map_shm(req)
+    lay = Layout(req, m.size)
+    gens, seed = req.get("gen") or [], int(req.get("seed", 0)) & M64
+    if len(gens) != len(lay.ins):
+        raise Failure("'gen' needs one entry per input tensor")
+    for i, (t, g) in enumerate(zip(lay.ins, gens)):
+        b = dev.alloc(t.nbytes)
+        generate(b.view(t.torch_dtype()), g, seed, i)
+        dev.d2h(m.t[t.offset:t.offset + t.nbytes], b)
+    device_call(dev.sync)
+    return {"ok": True}
+
+
+def req_warm(req):
+    """Calls the kernel once on each case (zero inputs, nothing checked):
+    Triton's JIT compile, the build step, before the stages."""
+    k = kernel_in(req.get("slot"))
+    t0 = time.perf_counter()
+    cases = req.get("cases") or []
+    for i, c in enumerate(cases):
+        label = c.get("label", "case %d" % i)
+        try:
+            s = device_call(Set, Layout(c, None), k)
+            k.run(s.args())
+            device_call(dev.sync)
+        except Failure as f:
+            raise Failure("at %s: %s" % (label, f), f.fatal, case=i)
+    return {"ok": True, "cases": len(cases),
+            "seconds": time.perf_counter() - t0}
+
+
+def req_ceilings(req):
+    r = device_call(dev.ceilings)
+    r["ok"] = True
+    return r
+
+
+class Bench:
+    """The benchmark of doc/runner-protocol.md: rounds of one call of every
+    slot and a device copy, fresh inputs for every call, every call's
+    output sent to the parent to check."""
+
+    def __init__(self, req):
+        self.req = req
+        self.slots = req.get("slots")
+        if not isinstance(self.slots, list) or \
+                not 1 <= len(self.slots) < SLOTS:
+            raise Failure("bad slot list")
+        self.kernels = [kernel_in(n) for n in self.slots]
+        self.m = map_shm(req)
+        self.lay = Layout(req, self.m.size)
+        self.gens = req.get("gen") or []
+        if len(self.gens) != len(self.lay.ins):
+            raise Failure("'gen' needs one entry per input tensor")
+        self.seed = int(req.get("seed", 0)) & M64
+        self.check_offset = int(req.get("check_offset", 0))
+        self.check_bytes = int(req.get("check_bytes", 0))
+        if self.check_offset < 0 or self.check_bytes < 0 or \
+                self.check_offset + 2 * self.check_bytes > self.m.size:
+            raise Failure("the check area is outside the mapping")
+        self.sets = [device_call(Set, self.lay, k) for k in self.kernels]
+        n = int(req.get("copy_bytes", 0)) // 2
+        self.copy = (dev.alloc(n), dev.alloc(n)) if n else None
+        if self.copy:
+            dev.fill(self.copy[0], 0x3C)
+        self.times = {str(n): [] for n in self.slots}
+        self.times["copy"] = []
+        self.calls = 0
+        self.spent = 0.0
+
+    def call(self, i, timed):
+        """Call number self.calls, of slot i: steps 1 to 6.  Returns the
+        final reply when the benchmark ends here, else None."""
+        k, s, slot = self.kernels[i], self.sets[i], self.slots[i]
+        seed = call_seed(self.seed, self.calls)
+        for j, g in enumerate(self.gens):
+            generate(s.in_views[j], g, seed, j)
+        s.poison()
+        a = s.args()
+        dev.flush_cache()
+        dev.timer_start()
+        rc = k.run(a)
+        if rc:
+            return {"ok": True, "rc": rc, "slot": slot}
+        us = device_call(dev.timer_stop)
+        send({"call": self.calls, "slot": slot, "seed": s64(seed), "us": us})
+        answer = receive()
+        self.copy_spans(s, answer.get("spans") or [])
+        send({"copied": self.calls})
+        self.calls += 1
+        self.spent += us / 1e3
+        if timed:
+            self.times[str(slot)].append(us)
+        if self.req.get("lockstep"):
+            answer.update(receive())
+        return self.finish() if answer.get("stop") else None
+
+    def copy_spans(self, s, spans):
+        off = self.check_offset + (self.check_bytes if self.calls % 2 else 0)
+        end = off + self.check_bytes
+        for span in spans:
+            if not isinstance(span, list) or len(span) != 3 or \
+                    not 0 <= span[0] < len(self.lay.all):
+                raise Failure("bad span %s" % json.dumps(span))
+            t = self.lay.all[span[0]]
+            e, n = int(span[1]), int(span[2])
+            if e < 0 or n < 0 or e + n > t.numel or off + n * t.esize > end:
+                raise Failure("span %s is outside its tensor or the check "
+                              "area" % json.dumps(span))
+            dev.d2h(self.m.t[off:off + n * t.esize],
+                    s.buffer(t)[e * t.esize:(e + n) * t.esize])
+            off += n * t.esize
+
+    def time_copy(self, timed):
+        dst, src = self.copy
+        dev.flush_cache()
+        dev.timer_start()
+        dev.copy(dst, src)
+        us = device_call(dev.timer_stop)
+        self.spent += us / 1e3
+        if timed:
+            self.times["copy"].append(us)
+
+    def run(self):
+        warmup = int(self.req.get("warmup", 0))
+        iters = int(self.req.get("iters", 0))
+        min_iters = int(self.req.get("min_iters", 0))
+        budget = float(self.req.get("budget_ms", 0))
+        for it in range(warmup + iters):
+            for i in range(len(self.slots)):
+                end = self.call(i, it >= warmup)
+                if end:
+                    return end
+            if self.copy:
+                self.time_copy(it >= warmup)
+            if budget > 0 and self.spent > budget and \
+                    it >= warmup + min_iters:
+                break
+        return self.finish()
+
+    def finish(self):
+        for slot, s in zip(self.slots, self.sets):
+            why = device_call(s.guards)
+            if why:
+                return {"ok": True, "integrity": why, "slot": slot}
+        times = dict(self.times)
+        if not self.copy:
+            del times["copy"]
+        return {"ok": True, "rc": 0, "times": times, "calls": self.calls}
+
+
+def req_bench(req):
+    b = Bench(req)
+    try:
+        return b.run()
+    except Failure as f:
+        f.extra.setdefault("calls", b.calls)
+        raise
+
+
+REQUESTS = {"load": req_load, "call": req_call, "bench": req_bench,
+            "gen": req_gen, "warm": req_warm, "ceilings": req_ceilings}
+
+
+def dispatch(req):
+    what = req.get("req") if isinstance(req, dict) else None
+    if what == "hello":
+        return req_hello(req)
+    try:
+        if not what:
+            raise Failure("request without 'req'")
+        if not dev:
+            raise Failure(init_error)
+        if what not in REQUESTS:
+            raise Failure("unknown request '%s'" % what)
+        return REQUESTS[what](req)
+    except Failure as f:
+        return fail_reply(f)
+    except Exception as e:     # torch's own errors: out of memory ...
+        traceback.print_exc()
+        return fail_reply(Failure("%s: %s" % (type(e).__name__, e),
+                                  fatal=dev.lost()))
+
+
+# ---- the process ----
+
+def check(path):
+    """The build step: path compiles, or the error as Python prints it."""
+    try:
+        with open(path, "rb") as f:
+            compile(f.read(), path, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        sys.stderr.write("".join(traceback.format_exception_only(
+            type(e), e)))
+        return 1
+    except (OSError, ValueError) as e:
+        sys.stderr.write("%s: %s\n" % (path, e))
+        return 1
+    return 0
+
+
+def setup_fds():
+    """Our stdout is the protocol: whatever else prints goes to stderr,
+    which goes to $AK_RUNNER_STDERR when set."""
+    global proto
+    err = os.environ.get("AK_RUNNER_STDERR")
+    if err:
+        try:
+            fd = os.open(err, os.O_WRONLY | os.O_APPEND)
+            os.dup2(fd, 2)
+            os.close(fd)
+        except OSError:
+            pass
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    # a hung kernel must not outlive the tool: PR_SET_PDEATHSIG, SIGKILL
+    try:
+        ctypes.CDLL(None).prctl(1, 9)
+    except (OSError, AttributeError):
+        pass
+
+
+def main():
+    global torch, ak_triton_device, dev, init_error
+    if len(sys.argv) == 3 and sys.argv[1] == "--check":
+        return check(sys.argv[2])
+    if len(sys.argv) != 1:
+        sys.stderr.write("usage: ak_runner_triton.py [--check FILE]\n")
+        return 2
+    setup_fds()
+    try:
+        import torch as t
+        torch = t
+        import ak_triton_device as d
+        ak_triton_device = d
+        dev = d.open_device()
+    except Exception as e:      # ImportError, DeviceError, CUDA errors
+        traceback.print_exc()
+        init_error = "%s: %s" % (type(e).__name__, e)
+    for line in sys.stdin:
+        try:
+            req = json.loads(line)
+        except ValueError as e:
+            req = None
+            res = {"ok": False, "error": "bad request: %s" % e}
+        if req is not None:
+            res = dispatch(req)
+        send(res)
+        if res.get("fatal"):
+            return 4
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

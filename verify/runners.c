@@ -1,0 +1,181 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "lib/paths.h"
+#include "lib/python.h"
+#include "ops/dtype.h"
+#include "verify/runners.h"
+
+static void triton_script(struct strbuf *path)
+{
+	strbuf_addf(path, "%s/python/ak_runner_triton.py", ak_datadir());
+}
+
+const char *triton_cache_dir(void)
+{
+	static char dir[4096];
+	const char *env = getenv("TRITON_CACHE_DIR");
+
+	if (env && *env)
+		return env;
+	snprintf(dir, sizeof(dir), "%s/triton", ak_cachedir());
+	return dir;
+}
+
+int runner_command(struct strvec *args, struct strvec *env,
+		   const char *backend, struct strbuf *why)
+{
+	struct strbuf script = STRBUF_INIT;
+	const char *py;
+
+	if (strcmp(backend, "triton")) {
+		strvec_pushf(args, "%s/ak-runner-%s", ak_libexecdir(), backend);
+		return 0;
+	}
+	if (!(py = python_torch(why)))
+		return -1;
+	triton_script(&script);
+	strvec_pushl(args, py, script.buf, NULL);
+	strvec_pushf(env, "TRITON_CACHE_DIR=%s", triton_cache_dir());
+	strbuf_release(&script);
+	return 0;
+}
+
+int runner_present(const char *backend, struct strbuf *why)
+{
+	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
+	int ret = 0;
+
+	if (!strcmp(backend, "triton")) {
+		triton_script(&path);
+		if (access(path.buf, R_OK)) {
+			if (why)
+				strbuf_addf(why, "no triton runner at '%s'",
+					    path.buf);
+			ret = -1;
+		} else if (!python_torch(&err)) {
+			if (why)
+				strbuf_addf(why, "no triton runner: %s", err.buf);
+			ret = -1;
+		}
+	} else {
+		strbuf_addf(&path, "%s/ak-runner-%s", ak_libexecdir(), backend);
+		if (access(path.buf, X_OK)) {
+			if (why)
+				strbuf_addf(why, "no %s runner at '%s' (was "
+					    "git-autokernel built with the %s "
+					    "toolchain?)", backend, path.buf,
+					    !strcmp(backend, "cuda") ? "CUDA" :
+					    backend);
+			ret = -1;
+		}
+	}
+	strbuf_release(&path);
+	strbuf_release(&err);
+	return ret;
+}
+
+int runner_worth_asking(const char *backend)
+{
+	const char *fake = getenv("AUTOKERNEL_TRITON_DEVICE");
+
+	if (strcmp(backend, "triton"))
+		return 1;
+	return (fake && *fake) || !access("/proc/driver/nvidia/version", R_OK);
+}
+
+/* {"tensors": [...], "scalar": [...], "label": "4x32 f16"} */
+static json_t *warm_case(const struct problem *p, const struct shape *s,
+			 enum ak_dtype dt)
+{
+	struct ak_tensor in[AK_OP_MAX_IN], out[AK_OP_MAX_OUT];
+	json_t *ts = json_array(), *sc = json_array();
+	double scalar[4];
+	char label[160];
+	size_t n;
+
+	memset(in, 0, sizeof(in));
+	memset(out, 0, sizeof(out));
+	p->op->tensors(s, dt, in, out);
+	for (int i = 0; i < p->op->n_in + p->op->n_out; i++) {
+		const struct ak_tensor *t = i < p->op->n_in ? &in[i] :
+			&out[i - p->op->n_in];
+		json_t *shape = json_array();
+
+		for (int d = 0; d < t->ndim; d++)
+			json_array_append_new(shape, json_integer(t->shape[d]));
+		json_array_append_new(ts, json_pack("{s:i,s:o,s:b}", "dtype",
+			(int)t->dtype, "shape", shape, "out", i >= p->op->n_in));
+	}
+	memcpy(scalar, p->scalar, sizeof(scalar));
+	p->op->scalars(s, scalar);
+	for (int i = 0; i < 4; i++)
+		json_array_append_new(sc, json_real(scalar[i]));
+	shape_format(s, label, sizeof(label));
+	n = strlen(label);
+	snprintf(label + n, sizeof(label) - n, " %s", dtype_name(dt));
+	return json_pack("{s:o,s:o,s:s}", "tensors", ts, "scalar", sc,
+			 "label", label);
+}
+
+/* Adds the case unless one of the same label is there. */
+static void add_case(json_t *cases, const struct problem *p,
+		     const struct shape *s, enum ak_dtype dt)
+{
+	json_t *c = warm_case(p, s, dt), *o;
+	const char *label = json_string_value(json_object_get(c, "label"));
+	size_t i;
+
+	json_array_foreach(cases, i, o)
+		if (!strcmp(label, json_string_value(json_object_get(o,
+								"label")))) {
+			json_decref(c);
+			return;
+		}
+	json_array_append_new(cases, c);
+}
+
+int runner_warm(struct runner *r, int slot, const struct problem *p,
+		struct strbuf *why)
+{
+	json_t *cases = json_array(), *c;
+	long long t0 = now_ns();
+	size_t i;
+	int ret = 0;
+
+	add_case(cases, p, &p->smoke, p->dtypes[0]);
+	for (int d = 0; d < p->n_dtypes; d++) {
+		for (int k = 0; k < p->n_test; k++)
+			add_case(cases, p, &p->test[k], p->dtypes[d]);
+		for (int k = 0; k < p->n_edge; k++)
+			add_case(cases, p, &p->edge[k], p->dtypes[d]);
+		add_case(cases, p, &p->bench, p->dtypes[d]);
+	}
+	/* A case at a time, each under twice the time limit of a call: a
+	 * compile is slower than a call, a hang is found as soon. */
+	json_array_foreach(cases, i, c) {
+		json_t *req = json_pack("{s:s,s:i,s:[O]}", "req", "warm",
+					"slot", slot, "cases", c), *res;
+		const char *err;
+
+		res = runner_request(r, req, 2 * r->timeout_ms, why);
+		json_decref(req);
+		if (!res) {
+			ret = -1;
+			break;
+		}
+		if (!json_is_true(json_object_get(res, "ok"))) {
+			err = json_string_value(json_object_get(res, "error"));
+			strbuf_addstr(why, err ? err : "the warm-up failed");
+			ret = -1;
+		}
+		json_decref(res);
+		if (ret)
+			break;
+	}
+	trace("judge", "triton warm-up of slot %d: %zu cases in %.2f ms", slot,
+	      json_array_size(cases), ms_since(t0));
+	json_decref(cases);
+	return ret;
+}
