@@ -198,8 +198,8 @@ static int measure(struct timing *t, const struct bisect *b, const char *rev)
 	}
 	rc = 1;
 	if (candidate_load(&c, rev, b->name) || judge_build(&j, &c, 0, &v) ||
-	    bench_slots(&j.r, &c.p, NULL, c.p.dtypes[0], slots, 2,
-			judge_ceilings(&j, 0), &res, &v)) {
+	    judge_run_bench(&j, &c.p, NULL, c.p.dtypes[0], slots, 2,
+			    judge_ceilings(&j, 0), &res, &v)) {
 		warning("the kernel of '%.7s' cannot be measured%s%s", rev,
 			v.len ? ": " : "", v.buf);
 		goto cleanup;

@@ -93,8 +93,8 @@ int cmd_verify(int argc, char **argv)
 	}
 	if (rc)
 		goto cleanup;
-	rc = verify_stages(&j.r, &c.p, cases, 0, &res, &verdict,
-			   json ? NULL : stdout);
+	rc = judge_run_stages(&j, &c.p, cases, 0, &res, &verdict,
+			      json ? NULL : stdout);
 	if (json) {
 		print_json(res);
 	} else if (rc) {
@@ -203,8 +203,8 @@ static int bench_one_shape(struct judge *j, struct candidate *c,
 	json_t *res = NULL;
 	int rc;
 
-	rc = bench_slots(&j->r, &c->p, NULL, dt, slots, n,
-			 judge_ceilings(j, 0), &res, &verdict);
+	rc = judge_run_bench(j, &c->p, NULL, dt, slots, n,
+			     judge_ceilings(j, 0), &res, &verdict);
 	if (rc) {
 		fprintf(stderr, "error: %s\n", verdict.buf);
 		json_decref(res);

@@ -77,6 +77,19 @@ const char *repo_autokernel_dir(void)
 	return autokernel_dir;
 }
 
+const char *repo_shared_dir(void)
+{
+	static char dir[4200];
+
+	if (!dir[0]) {
+		snprintf(dir, sizeof(dir), "%sautokernel",
+			 git_repository_commondir(repo_need()));
+		if (mkdir_p(dir) < 0)
+			die("cannot create '%s'", dir);
+	}
+	return dir;
+}
+
 char *repo_current_branch(void)
 {
 	git_reference *head = NULL;

@@ -376,6 +376,22 @@ int finish_child(struct child *c, int timeout_ms)
 	return wait_child(c, timeout_ms);
 }
 
+int child_poll(struct child *c)
+{
+	pid_t r;
+
+	if (c->pid <= 0)
+		return decode_status(c);
+	r = waitpid(c->pid, &c->status, WNOHANG);
+	if (r == 0 || (r < 0 && errno == EINTR))
+		return CHILD_RUNNING;
+	untrack(c->pid);
+	c->pid = -1;
+	if (r < 0)
+		return error_errno("waitpid failed");
+	return decode_status(c);
+}
+
 void child_release(struct child *c)
 {
 	if (c->pid > 0)
