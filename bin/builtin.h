@@ -19,6 +19,7 @@ int cmd_export(int argc, char **argv);
 int cmd_e2e(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_hook(int argc, char **argv);
+int cmd_judge_job(int argc, char **argv);
 
 /* Prints usage to stderr and returns 2 (or to stdout and 0 for -h). */
 int usage_with(const char *text, int help);

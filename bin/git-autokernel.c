@@ -34,6 +34,8 @@ static const struct cmd commands[] = {
 	{ "e2e", cmd_e2e, "a model's time and accuracy with the kernels" },
 	{ "demo", cmd_demo, "a short tuning session in a scratch repository" },
 	{ "hook", cmd_hook, "what the installed hooks call" },
+	/* not listed: what run --slurm's jobs run */
+	{ "judge-job", cmd_judge_job, NULL },
 };
 
 int usage_with(const char *text, int help)
@@ -46,7 +48,9 @@ static void list_commands(FILE *f)
 {
 	fprintf(f, "usage: git autokernel <command> [<args>]\n\n");
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
-		fprintf(f, "   %-9s %s\n", commands[i].name, commands[i].help);
+		if (commands[i].help)
+			fprintf(f, "   %-9s %s\n", commands[i].name,
+				commands[i].help);
 	fprintf(f, "\n'git autokernel <command> -h' shows a command's options;"
 		" 'git autokernel --help' the manual.\n");
 }

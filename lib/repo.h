@@ -31,7 +31,9 @@ const char *repo_shared_dir(void);
 
 /* Branch name without refs/heads/, or NULL (detached, unborn ok). */
 char *repo_current_branch(void);
-/* The experiment's name on autokernel/<name>, or NULL elsewhere. */
+/* The experiment's name on autokernel/<name> (or in a worker's detached
+ * worktree, the one its $GIT_DIR/autokernel/experiment names), or NULL
+ * elsewhere. */
 char *repo_branch_name(void);
 
 /* The message of libgit2's last error, or a fallback. */

@@ -14,7 +14,7 @@
 
 volatile int run_interrupted;
 
-#define MAX_LIVE 32
+#define MAX_LIVE 256
 static volatile pid_t live[MAX_LIVE];
 
 void strvec_push(struct strvec *sv, const char *s)
