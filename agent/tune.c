@@ -157,7 +157,8 @@ static int next_config(struct tunables *next, const struct tunables *best,
 		       struct strbuf *hyp)
 {
 	strbuf_reset(hyp);
-	return coordinate_step(next, best, tr, ctx->experiment % best->n, hyp) ||
+	return coordinate_step(next, best, tr, ctx->experiment % best->n,
+			       hyp) ||
 		random_restart(next, best, tr, mix(ctx->experiment * 7919ULL +
 						   tr->nr), hyp);
 }

@@ -153,10 +153,10 @@ static void add_identity(json_t *info, int count)
 		const unsigned char *u = (const unsigned char *)prop.uuid.bytes;
 		char id[64];
 
-		snprintf(id, sizeof(id), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-"
-			 "%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
-			 u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
-			 u[12], u[13], u[14], u[15]);
+		snprintf(id, sizeof(id), "GPU-%02x%02x%02x%02x-%02x%02x-"
+			 "%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+			 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8],
+			 u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
 		json_object_set_new(info, "uuid", json_string(id));
 	}
 #endif

@@ -47,9 +47,9 @@ static const char usage_run[] =
 	"left clean and the next run continues.\n"
 	"\n"
 	"--workers N runs N experiments at once, each worker in a worktree of\n"
-	"its own; --gpus pins a worker to each device (0,1,... or all); on one\n"
-	"device the workers build and verify while one benchmarks.  --slurm\n"
-	"judges every candidate as a Slurm job (N jobs at once).\n";
+	"its own; --gpus pins a worker to each device (0,1,... or all); on\n"
+	"one device the workers build and verify while one benchmarks.\n"
+	"--slurm judges every candidate as a Slurm job (N jobs at once).\n";
 
 struct run_state {
 	const struct run_opts *o;
@@ -157,8 +157,8 @@ static int parse_pool_opt(int opt, const char *arg, struct run_opts *o)
 	switch (opt) {
 	case 'w':
 		if (parse_count(arg, &o->workers) < 0 || o->workers > 200)
-			return error("--workers wants a number of workers, 1 to "
-				     "200, not '%s'", arg) ? 2 : 2;
+			return error("--workers wants a number of workers, "
+				     "1 to 200, not '%s'", arg) ? 2 : 2;
 		break;
 	case 'g': o->gpus = arg; break;
 	case 's': o->slurm = 1; break;
@@ -356,8 +356,8 @@ static void save_stopped(struct trial *t)
 	if (loop_save_unjudged(t->ctx.name, t->pr.hypothesis.buf,
 			       "interrupted", "the run was stopped before the "
 			       "judgement finished") == 0)
-		fprintf(stderr, "\nautokernel: the candidate in flight is saved "
-			"as an attempt\n");
+		fprintf(stderr, "\nautokernel: the candidate in flight is "
+			"saved as an attempt\n");
 }
 
 /* Another worker has this very kernel: 1, and nothing to judge. */
@@ -386,7 +386,8 @@ static void judged(struct trial *t, int rc, json_t *res)
 		strbuf_addf(&t->outcome, " (%s)", json_string_value(
 			json_object_get(res, "reason")));
 	strbuf_addf(&t->outcome, ": %s", t->pr.hypothesis.buf);
-	if (!rc && json_number_value(json_object_get(res, "roofline")) >= 0.95) {
+	if (!rc &&
+	    json_number_value(json_object_get(res, "roofline")) >= 0.95) {
 		strbuf_addstr(&t->outcome, " | at 95% of the floor");
 		t->at_floor = 1;
 	}
@@ -781,7 +782,8 @@ int run_begin(void)
 	if (!loop_tree_is_clean()) {
 		lock_release();
 		return error("the work tree has changes to tracked files: "
-			     "commit or stash them first ('git stash')") ? 3 : 3;
+			     "commit or stash them first ('git stash')") ?
+			3 : 3;
 	}
 	return 0;
 }

@@ -90,7 +90,8 @@ static int count_devices(const char *backend)
 static void add_device(struct pool_run *pr, const char *id)
 {
 	const char *env = getenv(!strcmp(pr->backend, "hip") ?
-				 "HIP_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES");
+				 "HIP_VISIBLE_DEVICES" :
+				 "CUDA_VISIBLE_DEVICES");
 	char *end;
 	long i = strtol(id, &end, 10);
 
@@ -135,8 +136,8 @@ static int parse_gpus(struct pool_run *pr)
 			*next++ = '\0';
 		if (!*s || strchr(s, ' ')) {
 			free(copy);
-			return error("--gpus wants device numbers like 0,1,2 or "
-				     "all, not '%s'", g);
+			return error("--gpus wants device numbers like "
+				     "0,1,2 or all, not '%s'", g);
 		}
 		add_device(pr, s);
 	}
@@ -433,7 +434,8 @@ int run_pool(const struct run_opts *o, int argc, char **argv,
 			"experiments in flight (Ctrl-C again to stop now)\n");
 	fprintf(stderr, "autokernel: %d worker%s on %s%s%s, in %s\n", pr.n,
 		pr.n > 1 ? "s" : "", ops, o->slurm ? ", judged by Slurm jobs" :
-		"", pr.devices.nr ? " (one GPU each, in turn)" : "", pool_dir());
+		"", pr.devices.nr ? " (one GPU each, in turn)" : "",
+		pool_dir());
 	if (start_workers(&pr) < 0)
 		rc = 3;
 	wait_workers(&pr);

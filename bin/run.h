@@ -18,7 +18,7 @@ struct run_opts {
 	double budget_s;
 	int agent_argc;
 	char **agent_argv;
-	/* run --workers N, --gpus LIST|all, --slurm [--partition P] [--gres G] */
+	/* --workers N, --gpus LIST|all, --slurm [--partition P] [--gres G] */
 	int workers;
 	const char *gpus;
 	int slurm;

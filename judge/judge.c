@@ -195,7 +195,8 @@ static void hello_path(struct strbuf *path, const char *backend)
  * (the host is the device) or a hello without either. */
 static void device_id(struct judge *j, struct strbuf *out)
 {
-	const char *uuid = json_string_value(json_object_get(j->device, "uuid"));
+	const char *uuid = json_string_value(json_object_get(j->device,
+							   "uuid"));
 	const char *bus = json_string_value(json_object_get(j->device,
 							  "pci_bus_id"));
 	char host[256];

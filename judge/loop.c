@@ -228,7 +228,8 @@ static int judge_by_job(struct loop_commit *lc, const char *key)
 	int rc = -1;
 
 	if (job_commit(&id, &ref, lc) == 0)
-		rc = slurm_judge(&res, lc->slurm, lc->name, &id, &lc->env, &why);
+		rc = slurm_judge(&res, lc->slurm, lc->name, &id, &lc->env,
+				 &why);
 	if (git_reference_lookup(&r, repo_need(), ref.buf) == 0)
 		git_reference_delete(r);
 	git_reference_free(r);

@@ -163,8 +163,9 @@ static int wait_job(long id, int timeout_s, struct strbuf *state)
 		if (run_interrupted || el > timeout_s) {
 			cancel(id);
 			strbuf_reset(state);
-			strbuf_addstr(state, run_interrupted ? "cancelled: the "
-				      "run was stopped" : "cancelled: timed out");
+			strbuf_addstr(state, run_interrupted ?
+				      "cancelled: the run was stopped" :
+				      "cancelled: timed out");
 			ret = 1;
 			break;
 		}
@@ -277,7 +278,7 @@ int slurm_check(void)
 	rc = run_child(&c);
 	child_release(&c);
 	if (rc)
-		return error("--slurm needs Slurm's sbatch on PATH (and squeue, "
-			     "scancel)");
+		return error("--slurm needs Slurm's sbatch on PATH (and "
+			     "squeue, scancel)");
 	return 0;
 }

@@ -192,7 +192,8 @@ enum pool_go pool_next(struct pool *p, const char *name, int *ticket)
 
 	if (json_is_true(json_object_get(op, "done")))
 		go = POOL_OP_DONE;
-	else if (json_integer_value(json_object_get(op, "streak")) >= p->plateau)
+	else if (json_integer_value(json_object_get(op, "streak")) >=
+		 p->plateau)
 		go = POOL_PLATEAU;
 	else if (p->max && tickets >= p->max)
 		go = POOL_MAX;
