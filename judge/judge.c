@@ -272,10 +272,11 @@ int judge_start(struct judge *j, const char *backend)
 int judge_ready(struct judge *j)
 {
 	struct strbuf why = STRBUF_INIT, path = STRBUF_INIT;
+	struct strbuf was = STRBUF_INIT, now = STRBUF_INIT;
 	const char *name;
 	long long t0;
 	char *text;
-	int rc;
+	int rc, changed;
 
 	if (!j->pending)
 		return j->started ? 0 : 3;
@@ -293,15 +294,20 @@ int judge_ready(struct judge *j)
 		return 3;
 	}
 	strbuf_release(&why);
-	/* ceilings read under the last hello's device name belong to
-	 * another device if the name changed: read them again */
+	/* ceilings read under the last hello's device belong to another
+	 * device if the name or the id changed: read them again */
 	name = json_string_value(json_object_get(j->r.hello, "name"));
-	if (strcmp(judge_device_name(j), name ? name : "unknown device")) {
+	device_id(j, &was);
+	changed = strcmp(judge_device_name(j), name ? name : "unknown device");
+	json_decref(j->device);
+	j->device = json_incref(j->r.hello);
+	device_id(j, &now);
+	if (changed || strcmp(was.buf, now.buf)) {
 		json_decref(j->ceilings);
 		j->ceilings = NULL;
 	}
-	json_decref(j->device);
-	j->device = json_incref(j->r.hello);
+	strbuf_release(&was);
+	strbuf_release(&now);
 	hello_path(&path, j->backend);
 	text = json_dumps(j->device, JSON_INDENT(2) | JSON_SORT_KEYS);
 	if (text && mkdir_p(ak_cachedir()) == 0)
