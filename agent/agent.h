@@ -37,6 +37,12 @@ struct agent_context {
 	json_t *device;                 /* the device's ceilings, or NULL */
 	int experiment;                 /* 1-based, across runs */
 	int timeout_ms;                 /* the agent's own time limit */
+	/* With several workers (run --workers): claims a candidate by a key
+	 * the agent chooses (the tuner: its configuration) so that no two
+	 * workers try it; 0 claimed, 1 another worker has it (propose
+	 * another).  NULL when the run has one worker. */
+	int (*claim)(void *data, const char *key);
+	void *claim_data;
 };
 
 struct proposal {

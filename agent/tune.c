@@ -7,7 +7,9 @@
  * neighbour of the best has been tried it restarts at a random untried
  * configuration.  What has been tried is read back from git (every kept
  * commit and every attempt of the branch), so no configuration is ever
- * measured twice, across runs and machines.
+ * measured twice, across runs and machines.  With several workers, a
+ * configuration is claimed before it is proposed (ctx->claim): one that
+ * another worker is judging counts as tried.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +150,39 @@ static int random_restart(struct tunables *out, const struct tunables *best,
 	return 0;
 }
 
+/* The next configuration from best: a coordinate step, else a random
+ * restart; 1 found, 0 none left. */
+static int next_config(struct tunables *next, const struct tunables *best,
+		       const struct tried *tr, const struct agent_context *ctx,
+		       struct strbuf *hyp)
+{
+	strbuf_reset(hyp);
+	return coordinate_step(next, best, tr, ctx->experiment % best->n,
+			       hyp) ||
+		random_restart(next, best, tr, mix(ctx->experiment * 7919ULL +
+						   tr->nr), hyp);
+}
+
+/* A configuration no other worker has: claimed one, or 0 when none is
+ * left. */
+static int claim_next(struct tunables *next, const struct tunables *best,
+		      struct tried *tr, const struct agent_context *ctx,
+		      struct strbuf *hyp)
+{
+	struct strbuf key = STRBUF_INIT;
+	int found;
+
+	while ((found = next_config(next, best, tr, ctx, hyp)) && ctx->claim) {
+		strbuf_reset(&key);
+		tunables_key(&key, next);
+		if (!ctx->claim(ctx->claim_data, key.buf))
+			break;
+		tried_add(tr, key.buf);         /* another worker's */
+	}
+	strbuf_release(&key);
+	return found;
+}
+
 static int tune_propose(struct agent *a, const struct agent_context *ctx,
 			struct proposal *pr)
 {
@@ -178,10 +213,7 @@ static int tune_propose(struct agent *a, const struct agent_context *ctx,
 	tunables_key(&out, &best);
 	tried_add(&tr, out.buf);
 	strbuf_reset(&out);
-	if (!coordinate_step(&next, &best, &tr, ctx->experiment % best.n,
-			     &pr->hypothesis) &&
-	    !random_restart(&next, &best, &tr, mix(ctx->experiment * 7919ULL +
-						   tr.nr), &pr->hypothesis)) {
+	if (!claim_next(&next, &best, &tr, ctx, &pr->hypothesis)) {
 		strbuf_addf(&pr->failure, "every valid configuration of the "
 			    "%d tunables has been tried (%zu in the history)",
 			    best.n, tr.nr);

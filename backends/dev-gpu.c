@@ -135,6 +135,33 @@ static void add_clocks(json_t *info)
 #endif
 }
 
+/* Which device this is, among others of its kind: its PCI bus id as
+ * nvidia-smi and rocm-smi print it, the CUDA UUID ("GPU-8f3a...") where
+ * there is one, and how many devices the process sees (what
+ * `run --gpus all` counts). */
+static void add_identity(json_t *info, int count)
+{
+	char bus[32];
+
+	snprintf(bus, sizeof(bus), "%08x:%02x:%02x.0",
+		 (unsigned)prop.pciDomainID, (unsigned)prop.pciBusID,
+		 (unsigned)prop.pciDeviceID);
+	json_object_set_new(info, "pci_bus_id", json_string(bus));
+	json_object_set_new(info, "device_count", json_integer(count));
+#ifdef AK_CUDA
+	{
+		const unsigned char *u = (const unsigned char *)prop.uuid.bytes;
+		char id[64];
+
+		snprintf(id, sizeof(id), "GPU-%02x%02x%02x%02x-%02x%02x-"
+			 "%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+			 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8],
+			 u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+		json_object_set_new(info, "uuid", json_string(id));
+	}
+#endif
+}
+
 int dev_init(json_t *info)
 {
 	int n = 0, drv = 0, rt = 0;
@@ -176,6 +203,7 @@ int dev_init(json_t *info)
 	json_object_set_new(info, "warp_size", json_integer(prop.warpSize));
 	add_clocks(info);
 	add_driver(info);
+	add_identity(info, n);
 	return 0;
 }
 

@@ -19,6 +19,7 @@ int cmd_export(int argc, char **argv);
 int cmd_e2e(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_hook(int argc, char **argv);
+int cmd_judge_job(int argc, char **argv);
 
 /* Runs the command argv[0] after the checks of its flags in the command
  * table (a repository, a work tree, an autokernel branch); its exit

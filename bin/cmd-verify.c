@@ -91,8 +91,8 @@ int cmd_verify(int argc, char **argv)
 		fprintf(stderr, "error: %s\n", verdict.buf);
 	if (rc)
 		goto cleanup;
-	rc = verify_stages(&j.r, &c.p, cases, 0, &res, &verdict,
-			   json ? NULL : stdout);
+	rc = judge_run_stages(&j, &c.p, cases, 0, &res, &verdict,
+			      json ? NULL : stdout);
 	if (json) {
 		print_json(res);
 	} else if (rc) {
@@ -231,8 +231,8 @@ static int bench_one_shape(struct judge *j, struct candidate *c,
 	json_t *res = NULL;
 	int rc;
 
-	rc = bench_fresh(&j->r, &c->p, &w->s, w->dt, slots, n,
-			 judge_ceilings(j, 0), 1.0, -1, &res, &verdict);
+	rc = judge_run_bench_shape(j, &c->p, &w->s, w->dt, slots, n, &res,
+				   &verdict);
 	if (rc) {
 		fprintf(stderr, "error: %s\n", verdict.buf);
 		json_decref(res);

@@ -56,6 +56,8 @@ static const struct cmd commands[] = {
 	{ "e2e", cmd_e2e, 0, "a model's time and accuracy with the kernels" },
 	{ "demo", cmd_demo, 0, "a short tuning session in a scratch repository" },
 	{ "hook", cmd_hook, RUN_SETUP, "what the installed hooks call" },
+	/* not listed: what run --slurm's jobs run */
+	{ "judge-job", cmd_judge_job, RUN_SETUP, NULL },
 };
 
 int usage_with(const char *text, int help)
@@ -68,7 +70,9 @@ static void list_commands(FILE *f)
 {
 	fprintf(f, "usage: git autokernel <command> [<args>]\n\n");
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
-		fprintf(f, "   %-9s %s\n", commands[i].name, commands[i].help);
+		if (commands[i].help)
+			fprintf(f, "   %-9s %s\n", commands[i].name,
+				commands[i].help);
 	fprintf(f, "\n'git autokernel <command> -h' shows a command's options;"
 		" 'git autokernel --help' the manual.\n");
 }

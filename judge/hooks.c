@@ -94,6 +94,14 @@ static int cached_verdict(struct staged *s)
 		json_decref(res);
 		return 0;
 	}
+	if (json_is_string(json_object_get(res, "judged_by"))) {
+		/* run --slurm: the job's judgement, recorded here */
+		fprintf(stderr, "autokernel: judged by %s: %s\n",
+			json_string_value(json_object_get(res, "judged_by")),
+			json_string_value(json_object_get(res, "verdict")));
+		json_decref(res);
+		return 1;
+	}
 	judged_when(s->key.buf, when, sizeof(when));
 	fprintf(stderr, "autokernel: this staged tree was judged against this "
 		"HEAD before (cached verdict from %s): %s\n"

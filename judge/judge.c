@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "backends/build.h"
+#include "judge/devlock.h"
 #include "judge/judge.h"
 #include "lib/cell.h"
 #include "lib/paths.h"
@@ -156,14 +157,90 @@ void candidate_release(struct candidate *c)
 	c->tmpdir = c->so = NULL;
 }
 
-/* The last hello of this machine's runner for a backend, in the cache. */
+static void host_name(char *host, size_t n)
+{
+	memset(host, 0, n);
+	if (gethostname(host, n - 1) < 0 || !*host)
+		snprintf(host, n, "unknown");
+}
+
+/* The variable that picks a backend's devices (`run --gpus` sets it). */
+static const char *visible_devices(const char *backend)
+{
+	const char *v = NULL;
+
+	if (!strcmp(backend, "hip"))
+		v = getenv("HIP_VISIBLE_DEVICES");
+	if (!strcmp(backend, "hip") && !(v && *v))
+		v = getenv("ROCR_VISIBLE_DEVICES");
+	if (strcmp(backend, "host") && !(v && *v))
+		v = getenv("CUDA_VISIBLE_DEVICES");
+	return v && *v ? v : NULL;
+}
+
+static void add_sanitized(struct strbuf *sb, const char *s)
+{
+	for (; *s; s++)
+		strbuf_addch(sb, isalnum((unsigned char)*s) ?
+			     tolower((unsigned char)*s) : '-');
+}
+
+/* The last hello of this machine's runner for a backend and the devices
+ * it is given, in the cache: a worker pinned to a GPU has its own. */
 static void hello_path(struct strbuf *path, const char *backend)
 {
-	char host[256] = "";
+	const char *dev = visible_devices(backend);
+	char host[256];
 
-	if (gethostname(host, sizeof(host) - 1) < 0)
-		snprintf(host, sizeof(host), "unknown");
-	strbuf_addf(path, "%s/hello-%s-%s.json", ak_cachedir(), backend, host);
+	host_name(host, sizeof(host));
+	strbuf_addf(path, "%s/hello-%s-%s", ak_cachedir(), backend, host);
+	if (dev) {
+		strbuf_addstr(path, "-dev");
+		add_sanitized(path, dev);
+	}
+	strbuf_addstr(path, ".json");
+}
+
+/* What tells the device from others of its kind, for file names: its
+ * UUID, else its PCI bus id on this host; nothing for the host backend
+ * (the host is the device) or a hello without either. */
+static void device_id(struct judge *j, struct strbuf *out)
+{
+	const char *uuid = json_string_value(json_object_get(j->device,
+							   "uuid"));
+	const char *bus = json_string_value(json_object_get(j->device,
+							  "pci_bus_id"));
+	char host[256];
+
+	host_name(host, sizeof(host));
+	if (!strcmp(j->backend, "host"))
+		return;
+	if (uuid) {
+		add_sanitized(out, uuid);
+	} else if (bus) {
+		add_sanitized(out, host);
+		strbuf_addch(out, '-');
+		add_sanitized(out, bus);
+	}
+}
+
+void judge_device_key(struct judge *j, struct strbuf *out)
+{
+	const char *dev = visible_devices(j->backend);
+	char host[256];
+	size_t len;
+
+	host_name(host, sizeof(host));
+	strbuf_addf(out, "%s-", j->backend);
+	len = out->len;
+	device_id(j, out);
+	if (out->len == len) {
+		add_sanitized(out, host);
+		if (dev) {
+			strbuf_addch(out, '-');
+			add_sanitized(out, dev);
+		}
+	}
 }
 
 int judge_start(struct judge *j, const char *backend)
@@ -202,10 +279,11 @@ int judge_start(struct judge *j, const char *backend)
 int judge_ready(struct judge *j)
 {
 	struct strbuf why = STRBUF_INIT, path = STRBUF_INIT;
+	struct strbuf was = STRBUF_INIT, now = STRBUF_INIT;
 	const char *name;
 	long long t0;
 	char *text;
-	int rc;
+	int rc, changed;
 
 	if (!j->pending)
 		return j->started ? 0 : AK_EENV;
@@ -223,15 +301,20 @@ int judge_ready(struct judge *j)
 		return AK_EENV;
 	}
 	strbuf_release(&why);
-	/* ceilings read under the last hello's device name belong to
-	 * another device if the name changed: read them again */
+	/* ceilings read under the last hello's device belong to another
+	 * device if the name or the id changed: read them again */
 	name = json_string_value(json_object_get(j->r.hello, "name"));
-	if (strcmp(judge_device_name(j), name ? name : "unknown device")) {
+	device_id(j, &was);
+	changed = strcmp(judge_device_name(j), name ? name : "unknown device");
+	json_decref(j->device);
+	j->device = json_incref(j->r.hello);
+	device_id(j, &now);
+	if (changed || strcmp(was.buf, now.buf)) {
 		json_decref(j->ceilings);
 		j->ceilings = NULL;
 	}
-	json_decref(j->device);
-	j->device = json_incref(j->r.hello);
+	strbuf_release(&was);
+	strbuf_release(&now);
 	hello_path(&path, j->backend);
 	text = json_dumps(j->device, JSON_INDENT(2) | JSON_SORT_KEYS);
 	if (text && mkdir_p(ak_cachedir()) == 0)
@@ -351,29 +434,65 @@ const char *judge_device_name(struct judge *j)
 	return n ? n : "unknown device";
 }
 
-static void device_file(struct judge *j, struct strbuf *path)
+/* The ceilings of the device: device-<backend>-<name>[-<id>].json in the
+ * repository (shared by its worktrees) or the user's cache; with
+ * per_device 0, the file of the device's kind, which `profile` reads for
+ * a trace that names the device by name alone. */
+static void device_file(struct judge *j, struct strbuf *path, int per_device)
 {
-	const char *n = judge_device_name(j);
+	struct strbuf id = STRBUF_INIT;
 
 	if (repo_get() && !git_repository_is_bare(repo_get()))
-		strbuf_addf(path, "%s/device-", repo_autokernel_dir());
+		strbuf_addf(path, "%s/device-", repo_shared_dir());
 	else
 		strbuf_addf(path, "%s/device-", ak_cachedir());
 	strbuf_addf(path, "%s-", j->backend);
-	for (; *n; n++)
-		strbuf_addch(path, isalnum((unsigned char)*n) ? tolower(*n) : '-');
+	add_sanitized(path, judge_device_name(j));
+	if (per_device)
+		device_id(j, &id);
+	if (id.len)
+		strbuf_addf(path, "-%s", id.buf);
 	strbuf_addstr(path, ".json");
+	strbuf_release(&id);
+}
+
+static void save_ceilings(struct judge *j, json_t *res)
+{
+	struct strbuf path = STRBUF_INIT;
+	char *text = json_dumps(res, JSON_INDENT(2) | JSON_SORT_KEYS);
+
+	device_file(j, &path, 1);
+	write_file_atomic(path.buf, text, strlen(text));
+	strbuf_reset(&path);
+	device_file(j, &path, 0);
+	if (access(path.buf, F_OK))
+		write_file_atomic(path.buf, text, strlen(text));
+	free(text);
+	strbuf_release(&path);
+}
+
+/* The runner measures the ceilings: a benchmark, so with the device. */
+static json_t *measure_ceilings(struct judge *j, struct strbuf *why)
+{
+	struct devlock l = DEVLOCK_INIT;
+	json_t *req = json_pack("{s:s}", "req", "ceilings"), *res;
+
+	devlock_take(&l, j, DEVLOCK_EXCLUSIVE);
+	j->device_wait += l.waited;
+	res = runner_request(&j->r, req, 300000, why);
+	devlock_release(&l);
+	json_decref(req);
+	return res;
 }
 
 json_t *judge_ceilings(struct judge *j, int remeasure)
 {
 	struct strbuf path = STRBUF_INIT, why = STRBUF_INIT;
-	json_t *req, *res;
-	char *text;
+	json_t *res;
 
 	if (j->ceilings && !remeasure)
 		return j->ceilings;
-	device_file(j, &path);
+	device_file(j, &path, 1);
 	if (!remeasure) {
 		j->ceilings = json_load_file(path.buf, 0, NULL);
 		if (j->ceilings)
@@ -383,12 +502,10 @@ json_t *judge_ceilings(struct judge *j, int remeasure)
 	if (judge_ready(j))
 		goto done;
 	strbuf_reset(&path);
-	device_file(j, &path);
+	device_file(j, &path, 1);
 	if (!remeasure && (j->ceilings = json_load_file(path.buf, 0, NULL)))
 		goto done;
-	req = json_pack("{s:s}", "req", "ceilings");
-	res = runner_request(&j->r, req, 300000, &why);
-	json_decref(req);
+	res = measure_ceilings(j, &why);
 	if (!res || !json_is_true(json_object_get(res, "ok"))) {
 		warning("unable to measure the device's ceilings: %s",
 			res ? json_string_value(json_object_get(res, "error")) :
@@ -400,11 +517,56 @@ json_t *judge_ceilings(struct judge *j, int remeasure)
 	json_object_set(res, "device", j->device);
 	json_decref(j->ceilings);
 	j->ceilings = res;
-	text = json_dumps(res, JSON_INDENT(2) | JSON_SORT_KEYS);
-	write_file_atomic(path.buf, text, strlen(text));
-	free(text);
+	save_ceilings(j, res);
 done:
 	strbuf_release(&path);
 	strbuf_release(&why);
 	return j->ceilings;
+}
+
+int judge_run_stages(struct judge *j, const struct problem *p,
+		     struct cases *cs, int slot, json_t **result,
+		     struct strbuf *verdict, FILE *progress)
+{
+	struct devlock l = DEVLOCK_INIT;
+	int rc;
+
+	devlock_take(&l, j, DEVLOCK_SHARED);
+	j->device_wait += l.waited;
+	rc = verify_stages(&j->r, p, cs, slot, result, verdict, progress);
+	devlock_release(&l);
+	return rc;
+}
+
+int judge_run_bench(struct judge *j, const struct problem *p,
+		    const int *slots, int n, double scale, double settle_gain,
+		    json_t **result, struct strbuf *verdict)
+{
+	struct devlock l = DEVLOCK_INIT;
+	json_t *ceilings = judge_ceilings(j, 0);
+	int rc;
+
+	devlock_take(&l, j, DEVLOCK_EXCLUSIVE);
+	j->device_wait += l.waited;
+	rc = bench_workload(&j->r, p, slots, n, ceilings, scale, settle_gain,
+			    result, verdict);
+	devlock_release(&l);
+	return rc;
+}
+
+int judge_run_bench_shape(struct judge *j, const struct problem *p,
+			  const struct shape *s, enum ak_dtype dt,
+			  const int *slots, int n, json_t **result,
+			  struct strbuf *verdict)
+{
+	struct devlock l = DEVLOCK_INIT;
+	json_t *ceilings = judge_ceilings(j, 0);
+	int rc;
+
+	devlock_take(&l, j, DEVLOCK_EXCLUSIVE);
+	j->device_wait += l.waited;
+	rc = bench_fresh(&j->r, p, s, dt, slots, n, ceilings, 1.0, -1,
+			 result, verdict);
+	devlock_release(&l);
+	return rc;
 }

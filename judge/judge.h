@@ -54,6 +54,7 @@ struct judge {
 	int started;
 	int pending;            /* hello not yet asked: see judge_ready() */
 	double waited;          /* seconds judge_ready() waited for hello */
+	double device_wait;     /* seconds waited for the device's lock */
 };
 #define JUDGE_INIT { .r = RUNNER_INIT }
 
@@ -76,11 +77,32 @@ void judge_stop(struct judge *j);
 int judge_build(struct judge *j, struct candidate *c, int slot,
 		struct strbuf *verdict);
 
-/* The device's ceilings, measured once and kept in the repository
- * ($GIT_DIR/autokernel/device-<id>.json) or the user's cache. */
+/* The device's ceilings, measured once per device and kept in the
+ * repository ($GIT_DIR/autokernel/device-<backend>-<name>-<id>.json, the
+ * id the GPU's UUID or PCI bus id) or the user's cache. */
 json_t *judge_ceilings(struct judge *j, int remeasure);
 
-/* A short id of the device, for file names and trailers. */
+/* The device's name, for messages and trailers. */
 const char *judge_device_name(struct judge *j);
+/* A file name for this very device: "cuda-gpu-8f3a...", "host-<host>". */
+void judge_device_key(struct judge *j, struct strbuf *out);
+
+/*
+ * verify_stages() and bench_workload() (verify/verify.h) on j's runner
+ * with the device's lock (judge/devlock.h): shared for the stages,
+ * exclusive for the benchmark; the wait is added to j->device_wait.
+ * judge_run_bench_shape() is bench_fresh() at one shape and dtype (scale
+ * 1, no early end).  The ceilings are the device's (judge_ceilings()).
+ */
+int judge_run_stages(struct judge *j, const struct problem *p,
+		     struct cases *cs, int slot, json_t **result,
+		     struct strbuf *verdict, FILE *progress);
+int judge_run_bench(struct judge *j, const struct problem *p,
+		    const int *slots, int n, double scale, double settle_gain,
+		    json_t **result, struct strbuf *verdict);
+int judge_run_bench_shape(struct judge *j, const struct problem *p,
+			  const struct shape *s, enum ak_dtype dt,
+			  const int *slots, int n, json_t **result,
+			  struct strbuf *verdict);
 
 #endif

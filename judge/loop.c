@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include "judge/hooks.h"
 #include "judge/loop.h"
+#include "judge/slurm.h"
 #include "lib/paths.h"
 #include "lib/records.h"
 #include "lib/repo.h"
@@ -177,6 +178,89 @@ static void read_phase(void *data)
 	strbuf_release(&ph);
 }
 
+/* The staged candidate as a commit on HEAD, the input of a Slurm job,
+ * under refs/autokernel/jobs/<name>/<pid> while the job runs. */
+static int job_commit(git_oid *out, struct strbuf *ref,
+		      const struct loop_commit *lc)
+{
+	git_repository *repo = repo_need();
+	git_index *index = NULL;
+	git_tree *tree = NULL;
+	git_commit *head = NULL;
+	git_signature *sig = NULL;
+	git_reference *r = NULL;
+	git_oid tid, hid;
+	int ret = -1;
+
+	strbuf_addf(ref, "refs/autokernel/jobs/%s/%d", lc->name, (int)getpid());
+	if (git_repository_index(&index, repo) < 0 ||
+	    git_index_read(index, 1) < 0 ||
+	    git_index_write_tree(&tid, index) < 0 || repo_head(&hid) ||
+	    git_tree_lookup(&tree, repo, &tid) < 0 ||
+	    git_commit_lookup(&head, repo, &hid) < 0 ||
+	    (git_signature_default(&sig, repo) < 0 &&
+	     git_signature_now(&sig, "git-autokernel",
+			       "autokernel@localhost") < 0) ||
+	    git_commit_create(out, repo, NULL, sig, sig, NULL, lc->message,
+			      tree, 1, (const git_commit **)&head) < 0 ||
+	    git_reference_create(&r, repo, ref->buf, out, 1,
+				 "autokernel: judged by a Slurm job") < 0)
+		error("unable to make the job's commit: %s", repo_error());
+	else
+		ret = 0;
+	git_reference_free(r);
+	git_signature_free(sig);
+	git_commit_free(head);
+	git_tree_free(tree);
+	git_index_free(index);
+	return ret;
+}
+
+/* Judges the staged candidate by a Slurm job and saves the verdict as
+ * the pending result the hooks will find: 0; 1 the job gave none (saved
+ * as an unjudged attempt); -1 no job, or the run was stopped. */
+static int judge_by_job(struct loop_commit *lc, const char *key)
+{
+	struct strbuf ref = STRBUF_INIT, why = STRBUF_INIT;
+	json_t *res = NULL;
+	git_reference *r = NULL;
+	git_oid id;
+	int rc = -1;
+
+	if (job_commit(&id, &ref, lc) == 0)
+		rc = slurm_judge(&res, lc->slurm, lc->name, &id, &lc->env,
+				 &why);
+	if (git_reference_lookup(&r, repo_need(), ref.buf) == 0)
+		git_reference_delete(r);
+	git_reference_free(r);
+	if (rc == 0 && pending_save(key, res) < 0)
+		rc = -1;
+	if (rc == 1 && run_interrupted)
+		rc = -1;
+	if (rc == 1) {
+		loop_save_unjudged(lc->name, lc->message, "job", why.buf);
+		lc->result = json_pack("{s:b,s:s,s:s}", "keep", 0, "reason",
+				       "job", "verdict", why.buf);
+	}
+	json_decref(res);
+	strbuf_release(&ref);
+	strbuf_release(&why);
+	return rc;
+}
+
+/* What the commit decided: the kept commit's note, or the rejection. */
+static json_t *commit_result(int rc, const char *key)
+{
+	git_oid head;
+	json_t *res = NULL;
+
+	if (rc == 0 && !repo_head(&head))
+		res = note_read(&head);
+	if (!res && *key)
+		res = pending_load(key);
+	return res;
+}
+
 int loop_commit(struct loop_commit *lc)
 {
 	const char *name = lc->name, *kernel = lc->kernel;
@@ -184,6 +268,8 @@ int loop_commit(struct loop_commit *lc)
 	struct strbuf msgfile = STRBUF_INIT, log = STRBUF_INIT, key = STRBUF_INIT;
 	int before = loop_count_attempts(name), rc;
 
+	json_decref(lc->result);
+	lc->result = NULL;
 	strbuf_addf(&msgfile, "%s/run-message", repo_autokernel_dir());
 	strbuf_addf(&log, "%s/run-commit.log", repo_autokernel_dir());
 	write_file_atomic(msgfile.buf, lc->message, strlen(lc->message));
@@ -193,6 +279,14 @@ int loop_commit(struct loop_commit *lc)
 		return -1;
 	}
 	staged_key(&key);
+	if (lc->slurm && (rc = judge_by_job(lc, key.buf))) {
+		strbuf_release(&msgfile);
+		strbuf_release(&log);
+		strbuf_release(&key);
+		return rc;
+	}
+	if (lc->slurm)          /* the job's verdict stands: no local one */
+		strvec_push(&c.env, "AUTOKERNEL_REJUDGE=0");
 	strvec_pushl(&c.args, "git", "commit", "-q", "--no-edit", "-F",
 		     msgfile.buf, NULL);
 	strvec_pushv(&c.env, lc->env.v);
@@ -218,6 +312,8 @@ int loop_commit(struct loop_commit *lc)
 	} else if (rc) {
 		rc = 1;
 	}
+	if (rc >= 0)
+		lc->result = commit_result(rc, key.buf);
 	child_release(&c);
 	strbuf_release(&msgfile);
 	strbuf_release(&log);
@@ -261,6 +357,8 @@ int loop_switch_to(const char *name)
 
 void loop_commit_release(struct loop_commit *lc)
 {
+	json_decref(lc->result);
+	lc->result = NULL;
 	strvec_clear(&lc->env);
 	strbuf_release(&lc->phase_path);
 }

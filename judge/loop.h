@@ -20,6 +20,7 @@
 #ifndef JUDGE_LOOP_H
 #define JUDGE_LOOP_H
 
+#include <jansson.h>
 #include "lib/run.h"
 #include "lib/strbuf.h"
 
@@ -40,6 +41,8 @@ int loop_save_unjudged(const char *name, const char *subject,
 		       const char *reason, const char *verdict);
 int loop_count_attempts(const char *name);
 
+struct slurm;
+
 struct loop_commit {
 	const char *name;       /* the experiment */
 	const char *kernel;     /* its path in the work tree */
@@ -48,14 +51,20 @@ struct loop_commit {
 	/* called about every 200 ms with the judgement's phase */
 	void (*tick)(const char *phase, void *data);
 	void *tick_data;
+	/* run --slurm: judged by a Slurm job first (judge/slurm.h), whose
+	 * result the hooks then record as a verdict judged before */
+	const struct slurm *slurm;
+	json_t *result;         /* after loop_commit(): the judgement (the
+				 * kept commit's note, the rejection) or NULL */
 	struct strbuf phase_path;
 };
 #define LOOP_COMMIT_INIT { .env = STRVEC_INIT, .phase_path = STRBUF_INIT }
 
 /* `git add` and `git commit` of the kernel, so that the hooks judge it:
  * 0 kept, 1 rejected (a new attempt, or a rejection on record for the
- * same tree), -1 the commit failed for another reason (its output
- * printed unless interrupted). */
+ * same tree; with slurm, also a job that ended without a result, saved
+ * as an unjudged attempt), -1 the commit failed for another reason (its
+ * output printed unless interrupted). */
 int loop_commit(struct loop_commit *lc);
 void loop_commit_release(struct loop_commit *lc);
 

@@ -157,8 +157,8 @@ static int judge_candidate(struct judging *x)
 		reject(x, "build");
 		return 1;
 	}
-	rc = verify_stages(&x->j.r, &x->cand.p, x->cases, 0, &vr, &x->verdict,
-			   x->out);
+	rc = judge_run_stages(&x->j, &x->cand.p, x->cases, 0, &vr,
+			      &x->verdict, x->out);
 	json_object_set_new(x->res, "verify", vr);
 	if (rc) {
 		reject(x, "verify");
@@ -188,9 +188,8 @@ static int bench_once(struct judging *x, int n, double scale, json_t **wl)
 {
 	static const int slots[3] = { 0, 1, 2 };
 
-	if (bench_workload(&x->j.r, &x->cand.p, slots, n,
-			   judge_ceilings(&x->j, 0), scale, config_min_gain(),
-			   wl, &x->verdict)) {
+	if (judge_run_bench(&x->j, &x->cand.p, slots, n, scale,
+			    config_min_gain(), wl, &x->verdict)) {
 		json_object_set_new(x->res, "workload", *wl ? *wl : json_null());
 		*wl = NULL;
 		reject(x, "integrity");
@@ -389,7 +388,14 @@ int experiment_judge(json_t **res, const char *name, const git_oid *tree,
 done:
 	json_object_set_new(x.res, "seconds", json_real((now_ns() - t0) / 1e9));
 	fprintf(out, "  judged in %.2f s (%.2f s of it waiting for the device "
-		"to start)\n", (now_ns() - t0) / 1e9, x.j.waited);
+		"to start", (now_ns() - t0) / 1e9, x.j.waited);
+	if (x.j.device_wait >= 0.005) {
+		/* another judge had the device: a worker's benchmark */
+		json_object_set_new(x.res, "device_wait_s",
+				    json_real(x.j.device_wait));
+		fprintf(out, ", %.2f s for its lock", x.j.device_wait);
+	}
+	fprintf(out, ")\n");
 	/* the build's log was shown above: its first line is enough here */
 	fprintf(out, "  verdict: %s: %.*s\n", json_is_true(json_object_get(
 		x.res, "keep")) ? "keep" : "reject",

@@ -77,6 +77,19 @@ const char *repo_autokernel_dir(void)
 	return autokernel_dir;
 }
 
+const char *repo_shared_dir(void)
+{
+	static char dir[4200];
+
+	if (!dir[0]) {
+		snprintf(dir, sizeof(dir), "%sautokernel",
+			 git_repository_commondir(repo_need()));
+		if (mkdir_p(dir) < 0)
+			die("cannot create '%s'", dir);
+	}
+	return dir;
+}
+
 char *repo_current_branch(void)
 {
 	git_reference *head = NULL;
@@ -94,12 +107,34 @@ char *repo_current_branch(void)
 	return name;
 }
 
+/* A detached worktree of `run --workers` names its experiment in
+ * $GIT_DIR/autokernel/experiment (judge/workers.h). */
+static char *detached_name(void)
+{
+	struct strbuf path = STRBUF_INIT, name = STRBUF_INIT;
+	char *out = NULL;
+
+	if (git_repository_head_detached(repo_need()) != 1)
+		return NULL;
+	strbuf_addf(&path, "%sautokernel/experiment", repo_gitdir());
+	if (strbuf_read_file(&name, path.buf) > 0) {
+		strbuf_trim(&name);
+		if (name.len && !strchr(name.buf, '/'))
+			out = strbuf_detach(&name, NULL);
+	}
+	strbuf_release(&path);
+	strbuf_release(&name);
+	return out;
+}
+
 char *repo_branch_name(void)
 {
 	char *b = repo_current_branch(), *name = NULL;
 
 	if (b && starts_with(b, "autokernel/") && b[11])
 		name = xstrdup(b + 11);
+	else if (!b)
+		name = detached_name();
 	free(b);
 	return name;
 }

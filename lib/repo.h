@@ -24,10 +24,16 @@ void repo_close(void);
 const char *repo_gitdir(void);          /* absolute, with trailing '/' */
 const char *repo_workdir(void);         /* absolute, with trailing '/' */
 const char *repo_autokernel_dir(void);  /* created on demand */
+/* The same under the common git directory, which every worktree of the
+ * repository shares (the main worktree's $GIT_DIR/autokernel): for what
+ * concerns the repository, not one work tree (device ceilings, workers). */
+const char *repo_shared_dir(void);
 
 /* Branch name without refs/heads/, or NULL (detached, unborn ok). */
 char *repo_current_branch(void);
-/* The experiment's name on autokernel/<name>, or NULL elsewhere. */
+/* The experiment's name on autokernel/<name> (or in a worker's detached
+ * worktree, the one its $GIT_DIR/autokernel/experiment names), or NULL
+ * elsewhere. */
 char *repo_branch_name(void);
 
 /* The message of libgit2's last error, or a fallback. */

@@ -15,7 +15,7 @@
 
 volatile int run_interrupted;
 
-#define MAX_LIVE 32
+#define MAX_LIVE 256
 static volatile pid_t live[MAX_LIVE];
 
 void strvec_push(struct strvec *sv, const char *s)
@@ -400,6 +400,22 @@ int finish_child(struct child *c, int timeout_ms)
 		return decode_status(c);
 	c->start_ns = now_ns();
 	return wait_child(c, timeout_ms);
+}
+
+int child_poll(struct child *c)
+{
+	pid_t r;
+
+	if (c->pid <= 0)
+		return decode_status(c);
+	r = waitpid(c->pid, &c->status, WNOHANG);
+	if (r == 0 || (r < 0 && errno == EINTR))
+		return CHILD_RUNNING;
+	untrack(c->pid);
+	c->pid = -1;
+	if (r < 0)
+		return error_errno("waitpid failed");
+	return decode_status(c);
 }
 
 void child_release(struct child *c)

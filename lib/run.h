@@ -81,6 +81,10 @@ struct child {
 int run_child(struct child *c);
 int start_child(struct child *c);
 int finish_child(struct child *c, int timeout_ms);
+/* For several children at once: CHILD_RUNNING while c runs, else its
+ * exit status as run_child() gives it; never waits. */
+#define CHILD_RUNNING (-2)
+int child_poll(struct child *c);
 void kill_child(struct child *c);
 void child_release(struct child *c);
 

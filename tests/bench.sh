@@ -4,7 +4,13 @@
 # every GPU backend that answers: one experiment of softmax as the loop
 # makes it (a changed kernel committed: build, five stages, interleaved
 # A/B benchmark against HEAD and the baseline, decision, records).
+# Then the tuner's throughput on softmax, on the host and on every GPU
+# backend that answers: experiments an hour run alone and with --workers.
 # A benchmark of the harness: it prints numbers and never fails on speed.
+# AK_BENCH_OPS=none skips the host table; AK_BENCH_WORKERS ("alone 1 4")
+# and AK_BENCH_EXPERIMENTS (24) shape the throughput runs,
+# AK_BENCH_NO_HOST_TUNER=1 skips the host's, AK_BENCH_OUT=DIR keeps their
+# logs.
 set -u
 AK_BUILD=${AK_BUILD:-$(cd "$(dirname "$0")/.." && pwd)/build}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,6 +34,7 @@ table="$W/table"
 : >"$table"
 for op in ${AK_BENCH_OPS:-matmul softmax layernorm rmsnorm cross_entropy \
 	  reduce rotary_embedding flash_attention fused_mlp}; do
+	test "$op" = none && continue
 	mkdir -p "$W/host/$op"
 	git-autokernel ops "$op" --problem >"$W/host/$op/problem.json"
 	cp "$SRC/kernels/host/$op.c" "$W/host/$op/kernel.c" || continue
@@ -82,5 +89,63 @@ for backend in cuda hip triton; do
 	fi
 	cd "$SRC" || exit 1
 done
+# throughput BACKEND EXT [PROBLEM]: the tuner on softmax, alone and with
+# workers, each run on a branch of its own with a cold build cache.  A
+# tunable the kernel ignores (SALT) gives the tuner enough kernels that
+# differ; the figure is experiments an hour of wall time.
+throughput () {
+	b=$1 ext=$2 problem=${3:-}
+	awk '{ print } !done && /autokernel: tune/ { done = 1
+		print "#define SALT 0  /* autokernel: tune 0,1,2,3,4,5,6,7 */" }' \
+		"$SRC/kernels/$b/softmax.$ext" >"$W/salted.$ext"
+	repo="$W/tput-$b"
+	git init -q "$repo" && cd "$repo" && git commit -q --allow-empty -m init &&
+		base=$(git symbolic-ref --short HEAD) || return 1
+	for w in ${AK_BENCH_WORKERS:-alone 1 4}; do
+		export AUTOKERNEL_CACHE="$W/cache-$b-$w"
+		git checkout -q "$base" &&
+		git-autokernel start softmax --name "sm-$w" --backend "$b" \
+			--from "$W/salted.$ext" $problem >"$W/last.out" 2>&1 || {
+			printf "%-5s tuner: start failed: %s\n" "$b" \
+				"$(grep -m1 error "$W/last.out")" | tee -a "$table"
+			continue
+		}
+		opts="--max-experiments ${AK_BENCH_EXPERIMENTS:-24} --plateau 1000"
+		test "$w" = alone || opts="$opts --workers $w"
+		s=$(secs git-autokernel run $opts)
+		if test -n "${AK_BENCH_OUT:-}"; then    # the runs' logs, kept
+			cp "$W/last.out" "$AK_BENCH_OUT/run-$b-$w.out"
+			ls .git/autokernel "$AUTOKERNEL_CACHE" \
+				>>"$AK_BENCH_OUT/files-$b.txt" 2>&1
+			cat "$AUTOKERNEL_CACHE"/hello-*.json \
+				>>"$AK_BENCH_OUT/files-$b.txt" 2>&1
+		fi
+		n=$(git-autokernel log --attempts --json | grep -c '"commit"')
+		n=$((n - 1))
+		printf "%-5s softmax tuner %-9s %3d experiments in %7.2f s: %5.0f an hour\n" \
+			"$b" "$(test "$w" = alone && echo alone || echo "$w worker$(test "$w" = 1 || echo s)")" \
+			"$n" "$s" "$(awk "BEGIN { print $n * 3600 / $s }")" | tee -a "$table"
+	done
+	cd "$SRC" || exit 1
+}
+
+if test -z "${AK_BENCH_NO_HOST_TUNER:-}"; then
+	cat >"$W/small.json" <<-EOF
+	{ "version": 1, "op": "softmax", "backend": "host", "kernel": "kernel.c",
+	  "dtypes": ["f32"], "bench_shape": "64x4096", "smoke_shape": "4x32",
+	  "test_shapes": ["16x256", "7x1000"], "edge_shapes": ["1x1", "3x7"],
+	  "seed": 7 }
+	EOF
+	OMP_NUM_THREADS=1 AK_BENCH_WORKERS=${AK_BENCH_WORKERS_HOST:-alone 1 2} \
+		throughput host c "--problem $W/small.json"
+fi
+for backend in cuda hip; do
+	test -x "$AK_BUILD/ak-runner-$backend" ||
+		test -x "$AK_BUILD/../libexec/git-autokernel/ak-runner-$backend" ||
+		continue
+	grep -q "^$backend .*no device" "$table" && continue
+	throughput "$backend" "$(test $backend = cuda && echo cu || echo hip)"
+done
+
 echo
 cat "$table"
