@@ -19,14 +19,12 @@
 
 #include "lib/run.h"
 #include "lib/strbuf.h"
+#include "lib/toolchain.h"
 
 /* The headers a kernel may include: the names of the *.h files in inc
  * (the installed include/: autokernel.h, the optional ak-half.h ...),
  * sorted, pushed onto names.  0, or -1 after an error message. */
 int kernel_headers(struct strvec *names, const char *inc);
-
-/* The compiler a backend uses (cc, nvcc, hipcc), honouring overrides. */
-const char *backend_compiler(const char *backend);
 
 int build_kernel(struct strbuf *so, struct strbuf *log, struct strbuf *status,
 		 const char *backend, const char *src, const char *arch,

@@ -167,9 +167,6 @@ void cell_system(struct cell *c)
 		"/dev/urandom",
 	};
 
-	const char *ld = getenv("LD_LIBRARY_PATH"), *end;
-	char dir[PATH_MAX];
-
 	cell_probe();
 	c->landlock = abi;
 	c->seccomp = filters;
@@ -177,9 +174,17 @@ void cell_system(struct cell *c)
 		cell_read(c, rd[i]);
 	for (size_t i = 0; i < ARRAY_SIZE(dev); i++)
 		strvec_push(&c->devices, dev[i]);
-	for (; ld && *ld; ld = *end ? end + 1 : end) {
-		end = strchrnul(ld, ':');
-		snprintf(dir, sizeof(dir), "%.*s", (int)(end - ld), ld);
+	cell_path_list(c, getenv("LD_LIBRARY_PATH"));
+}
+
+void cell_path_list(struct cell *c, const char *list)
+{
+	const char *end;
+	char dir[PATH_MAX];
+
+	for (; list && *list; list = *end ? end + 1 : end) {
+		end = strchrnul(list, ':');
+		snprintf(dir, sizeof(dir), "%.*s", (int)(end - list), list);
 		if (dir[0] == '/' && !too_wide(dir))
 			cell_read(c, dir);
 	}
@@ -461,10 +466,11 @@ int cell_enter(const struct cell *c)
 /*
  * Where a line of compiler output points, as [*f, *fe): "F:12:3: error:
  * ...", "F:12: ...", "F(12): error: ..." (nvcc), "\"F\", line 12: ...",
- * "F: In function 'f':", "In file included from F:3:", and gcc's
- * "                 from F:3,".  0 for a line that names no file: a
- * tool's own ("collect2: error: ...", "ptxas ..., line 5; error : ..."),
- * or quoted source and carets (they start with white space).
+ * "F: In function 'f':", "In file included from F:3:", gcc's
+ * "                 from F:3," and Python's '  File "F", line 12'.  0 for
+ * a line that names no file: a tool's own ("collect2: error: ...",
+ * "ptxas ..., line 5; error : ..."), or quoted source and carets (they
+ * start with white space).
  */
 static int location(const char *line, const char *eol, const char **f,
 		    const char **fe)
@@ -475,11 +481,15 @@ static int location(const char *line, const char *eol, const char **f,
 		p += 22;
 	} else if (*p == ' ' || *p == '\t') {
 		p += strspn(p, " \t");
-		if (!starts_with(p, "from "))
+		if (starts_with(p, "File \""))
+			p += 5;         /* Python: '  File "k.py", line 10' */
+		else if (starts_with(p, "from "))
+			p += 5;
+		else
 			return 0;
-		p += 5;
-	} else if (*p == '"' && (q = memchr(p + 1, '"', eol - p - 1)) &&
-		   starts_with(q, "\", line ")) {
+	}
+	if (*p == '"' && (q = memchr(p + 1, '"', eol - p - 1)) &&
+	    starts_with(q, "\", line ")) {
 		*f = p + 1;
 		*fe = q;
 		return q > p + 1;
@@ -551,7 +561,8 @@ static int tool_line(struct diag *d, const char *line, size_t n,
 		     const char *src)
 {
 	char *s = xstrndup(line, n);
-	int err = strstr(s, "error") || strstr(s, "fatal"), k = 0;
+	int err = strstr(s, "error") || strstr(s, "Error") ||
+		  strstr(s, "fatal"), k = 0;
 
 	if (strstr(s, src))
 		k = 1;

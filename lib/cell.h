@@ -85,6 +85,9 @@ void cell_toolchain(struct cell *c, const char *compiler);
  * sockets. */
 void cell_gpu(struct cell *c);
 void cell_read(struct cell *c, const char *path);
+/* Each absolute directory of a ':'-separated list (LD_LIBRARY_PATH,
+ * PYTHONPATH), read; "/" and the user's home and above are skipped. */
+void cell_path_list(struct cell *c, const char *list);
 void cell_write(struct cell *c, const char *path);
 void cell_scratch(struct cell *c, const char *dir);
 void cell_release(struct cell *c);

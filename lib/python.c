@@ -8,7 +8,11 @@
 /* Long enough for a cold import of torch from a network file system. */
 #define IMPORT_TIMEOUT_MS 120000
 
-/* Whether py can import torch; if not, why (its last line of output). */
+/* Where the found interpreter's torch is: the directory above torch/. */
+static char site[4096];
+
+/* Whether py can import torch (then site is where from); if not, why
+ * (its last line of output). */
 static int imports_torch(const char *py, struct strbuf *why)
 {
 	struct child c = CHILD_INIT;
@@ -16,7 +20,9 @@ static int imports_torch(const char *py, struct strbuf *why)
 	char how[128];
 	int rc;
 
-	strvec_pushl(&c.args, py, "-c", "import torch", NULL);
+	strvec_pushl(&c.args, py, "-c", "import os, torch; print(os.path."
+		     "dirname(os.path.dirname(os.path.abspath(torch.__file__"
+		     "))))", NULL);
 	c.capture = 1;
 	c.merge_err = 1;
 	c.no_stdin = 1;
@@ -28,6 +34,10 @@ static int imports_torch(const char *py, struct strbuf *why)
 		child_describe(&c, rc, how, sizeof(how));
 		strbuf_addf(why, "%s%s (%s)", why->len ? ", " : "", py,
 			    c.out.len ? (last ? last + 1 : c.out.buf) : how);
+	} else {
+		strbuf_trim(&c.out);
+		last = strrchr(c.out.buf, '\n');
+		snprintf(site, sizeof(site), "%s", last ? last + 1 : c.out.buf);
 	}
 	child_release(&c);
 	return rc == 0;
@@ -77,4 +87,13 @@ const char *python_torch(struct strbuf *why)
 			return found = keep(candidates[i]);
 	strbuf_insert_front(why, "no interpreter imports torch: tried ");
 	return NULL;
+}
+
+const char *python_torch_site(void)
+{
+	struct strbuf why = STRBUF_INIT;
+	const char *py = python_torch(&why);
+
+	strbuf_release(&why);
+	return py && site[0] == '/' ? site : NULL;
 }

@@ -30,4 +30,11 @@
 
 const char *python_torch(struct strbuf *why);
 
+/* The directory python_torch()'s torch was imported from (the one
+ * above torch/: site-packages, a user's ~/.local one, a virtual
+ * environment's), static; NULL when none imports torch.  A runner's
+ * cell reads it and puts it on PYTHONPATH, since the cell's HOME is not
+ * the user's. */
+const char *python_torch_site(void);
+
 #endif

@@ -126,6 +126,19 @@ static void diagnostics(const char *tmp)
 	ok(strstr(out.buf, "error: kept") && !strstr(out.buf, "SECRET"),
 	   "a path is judged resolved");
 
+	/* Python's traceback, from a Triton kernel's syntax check: the
+	 * frames of other files go */
+	strbuf_reset(&log);
+	strbuf_addf(&log, "Traceback (most recent call last):\n"
+		    "  File \"/etc/hostname\", line 1, in <module>\n"
+		    "    SECRET\n"
+		    "  File \"%s/kernel.c\", line 10\n    return (\n"
+		    "           ^\nSyntaxError: '(' was never closed\n", dir);
+	diag(&out, dir, log.buf);
+	ok(!strstr(out.buf, "SECRET") && strstr(out.buf, "line 10") &&
+	   strstr(out.buf, "return (") && strstr(out.buf, "SyntaxError"),
+	   "python: the kernel's frame and the exception are kept");
+
 	/* a tool's own errors: the first is kept */
 	strbuf_reset(&log);
 	strbuf_addstr(&log, "ptxas fatal   : Unresolved extern function 'f'\n"

@@ -6,10 +6,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "backends/build.h"
 #include "lib/cell.h"
 #include "lib/paths.h"
+#include "lib/python.h"
 #include "lib/tempdir.h"
+#include "lib/toolchain.h"
 #include "verify/client.h"
 #include "verify/runners.h"
 
@@ -125,6 +126,9 @@ static void runner_cell(struct cell *cell, struct runner *r)
 		cell_read(cell, path.buf);
 		mkdir_p(triton_cache_dir());
 		cell_write(cell, triton_cache_dir());
+		if (python_torch_site())
+			cell_read(cell, python_torch_site());
+		cell_path_list(cell, getenv("PYTHONPATH"));
 	}
 	cell_scratch(cell, r->scratch);
 	cell_write(cell, r->shm_path);

@@ -27,7 +27,7 @@ int runner_command(struct strvec *args, struct strvec *env,
 		   const char *backend, struct strbuf *why)
 {
 	struct strbuf script = STRBUF_INIT;
-	const char *py;
+	const char *py, *dev, *site;
 
 	if (strcmp(backend, "triton")) {
 		strvec_pushf(args, "%s/ak-runner-%s", ak_libexecdir(), backend);
@@ -38,6 +38,13 @@ int runner_command(struct strvec *args, struct strvec *env,
 	triton_script(&script);
 	strvec_pushl(args, py, script.buf, NULL);
 	strvec_pushf(env, "TRITON_CACHE_DIR=%s", triton_cache_dir());
+	/* what the cell's filtered environment would drop */
+	if ((dev = getenv("AUTOKERNEL_TRITON_DEVICE")))
+		strvec_pushf(env, "AUTOKERNEL_TRITON_DEVICE=%s", dev);
+	if ((site = python_torch_site()))
+		strvec_pushf(env, "PYTHONPATH=%s%s%s", site,
+			     getenv("PYTHONPATH") ? ":" : "",
+			     getenv("PYTHONPATH") ? getenv("PYTHONPATH") : "");
 	strbuf_release(&script);
 	return 0;
 }
