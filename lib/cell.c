@@ -116,19 +116,26 @@ void cell_release(struct cell *c)
 	c->scratch = NULL;
 }
 
-/* name looked up as execvp() would, resolved; 0 or -1. */
-static int which(char *out, const char *name)
+/* name looked up as execvp() would, resolved (and, in as_found when
+ * given, as found, its links not followed); 0 or -1. */
+static int which(char *out, const char *name, char *as_found)
 {
 	const char *path = getenv("PATH"), *p, *end;
 	char cand[PATH_MAX];
 
-	if (strchr(name, '/'))
+	if (strchr(name, '/')) {
+		if (as_found)
+			snprintf(as_found, PATH_MAX, "%s", name);
 		return realpath(name, out) ? 0 : -1;
+	}
 	for (p = path ? path : "/usr/bin:/bin"; *p; p = *end ? end + 1 : end) {
 		end = strchrnul(p, ':');
 		snprintf(cand, sizeof(cand), "%.*s/%s", (int)(end - p), p, name);
-		if (!access(cand, X_OK) && realpath(cand, out))
+		if (!access(cand, X_OK) && realpath(cand, out)) {
+			if (as_found)
+				snprintf(as_found, PATH_MAX, "%s", cand);
 			return 0;
+		}
 	}
 	return -1;
 }
@@ -190,12 +197,31 @@ void cell_path_list(struct cell *c, const char *list)
 	}
 }
 
+/* A Python virtual environment's interpreter is a link into another
+ * installation, and reads the environment's pyvenv.cfg and packages:
+ * the environment (the folder above bin/ of the link) is read too. */
+static void venv(struct cell *c, char *found)
+{
+	char cfg[PATH_MAX + 16], *slash = strrchr(found, '/');
+
+	if (!slash)
+		return;
+	*slash = '\0';
+	if ((slash = strrchr(found, '/')) && !strcmp(slash, "/bin")) {
+		*slash = '\0';
+		snprintf(cfg, sizeof(cfg), "%s/pyvenv.cfg", found);
+		if (found[0] && !access(cfg, R_OK) && !too_wide(found))
+			cell_read(c, found);
+	}
+}
+
 void cell_toolchain(struct cell *c, const char *compiler)
 {
-	char real[PATH_MAX], *slash;
+	char real[PATH_MAX], found[PATH_MAX], *slash;
 
-	if (which(real, compiler) < 0)
+	if (which(real, compiler, found) < 0)
 		return;
+	venv(c, found);
 	cell_read(c, real);             /* itself, wherever it is */
 	slash = strrchr(real, '/');
 	*slash = '\0';                  /* its directory */
@@ -237,6 +263,10 @@ void cell_gpu(struct cell *c)
 	for (size_t i = 0; i < ARRAY_SIZE(rd); i++)
 		cell_read(c, rd[i]);
 	add_dev_files(c);
+	/* CUDA's cuInit() names its threads (/proc/self/task/TID/comm) and
+	 * fails with error 304 where it cannot; /proc/self is the process
+	 * that enters the cell, the runner itself */
+	strvec_push(&c->devices, "/proc/self/task");
 	strvec_push(&c->devices, "/dev/kfd");
 	strvec_push(&c->devices, "/dev/dri");
 	cell_write(c, mps && *mps ? mps : "/tmp/nvidia-mps");

@@ -220,6 +220,29 @@ static void child(const char *tmp)
 	cell_release(&probe);
 }
 
+/* A virtual environment's interpreter, a link to /usr/bin's: its
+ * environment is read, beside the installation it links into. */
+static void virtual_env(const char *tmp)
+{
+	struct cell cell = CELL_INIT;
+	char dir[4200], py[4300], real[4300];
+
+	snprintf(dir, sizeof(dir), "%s/venv/bin", tmp);
+	mkdir_p(dir);
+	snprintf(py, sizeof(py), "%s/python3", dir);
+	symlink("/bin/sh", py);
+	snprintf(dir, sizeof(dir), "%s/venv", tmp);
+	snprintf(real, sizeof(real), "%s/pyvenv.cfg", dir);
+	write_file_atomic(real, "home = /usr/bin\n", 16);
+	cell_toolchain(&cell, py);
+	ok(has(&cell.read, dir), "a virtual environment is read");
+	cell_release(&cell);
+	unlink(real);
+	cell_toolchain(&cell, py);
+	ok(!has(&cell.read, dir), "a folder without pyvenv.cfg is not");
+	cell_release(&cell);
+}
+
 int main(void)
 {
 	char tmp[] = "/tmp/unit-cell-XXXXXX";
@@ -229,6 +252,7 @@ int main(void)
 	env_names();
 	environment();
 	diagnostics(tmp);
+	virtual_env(tmp);
 	child(tmp);
 	remove_tree(tmp);
 	return tap_done();
