@@ -8,7 +8,9 @@
  * its own run's time, which another run's load may have made look faster
  * than the best.
  * The best so far is a step line (id "frontier"); the baseline and the
- * floor are labelled horizontal lines.  Standalone SVG 1.1, no external
+ * floor are labelled horizontal lines.  With a workload of several
+ * shapes, each shape has a thin line of its own (id "shape-K") through
+ * the kept commits' medians at it, labelled with the shape at its end.  Standalone SVG 1.1, no external
  * resources, so it renders the same in a browser, a PR and an editor.
  */
 #include <math.h>
@@ -95,15 +97,60 @@ static void widen(double *lo, double *hi, double us)
 		*hi = us;
 }
 
+/* e's median at shape/dtype from its note's shapes; 0 when not timed. */
+static double shape_us(const struct experiment *e, const char *shape,
+		       const char *dtype)
+{
+	json_t *v = experiment_shapes(e->note), *x;
+	double us = 0;
+	size_t i;
+
+	json_array_foreach(v, i, x) {
+		const char *sh = json_string_value(json_object_get(x, "shape"));
+		const char *dt = json_string_value(json_object_get(x, "dtype"));
+
+		if (sh && !strcmp(sh, shape) && (!dt || !dtype ||
+						  !strcmp(dt, dtype)))
+			us = json_number_value(json_object_get(x, "median_us"));
+	}
+	json_decref(v);
+	return us;
+}
+
+/* The workload's shapes (the best's note, else the baseline's) when
+ * there are several, else NULL; the caller json_decref()s it. */
+static json_t *plot_shapes(const struct report *r)
+{
+	json_t *v = experiment_shapes((r->best ? r->best : r->base)->note);
+
+	if (json_array_size(v) > 1)
+		return v;
+	json_decref(v);
+	return NULL;
+}
+
 /* 0 when nothing has a time. */
 static int make_scale(struct scale *s, const struct report *r)
 {
 	double lo = 0, hi = 0, pad;
+	json_t *v, *x;
+	size_t k;
 
 	for (size_t i = 0; i < r->h.nr; i++)
 		widen(&lo, &hi, report_plot_us(r, &r->h.e[i]));
 	widen(&lo, &hi, r->base_us);
 	widen(&lo, &hi, r->floor_us);
+	if ((v = plot_shapes(r))) {
+		json_array_foreach(v, k, x)
+			for (size_t i = 0; i < r->h.nr; i++)
+				if (report_is_kept(&r->h.e[i]))
+					widen(&lo, &hi, shape_us(&r->h.e[i],
+						json_string_value(json_object_get(
+							x, "shape")),
+						json_string_value(json_object_get(
+							x, "dtype"))));
+		json_decref(v);
+	}
 	s->xlo = -0.5;
 	s->xhi = r->h.nr > 1 ? r->h.nr - 0.5 : 0.5;
 	if (!hi)
@@ -277,6 +324,58 @@ static void frontier(struct strbuf *sb, const struct report *r,
 	strbuf_addstr(sb, "\"/>\n");
 }
 
+static const char *const shape_colors[] = {
+	"#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+};
+
+/* A line per shape of a workload of several, through the kept commits'
+ * medians at it, its label (the shape) at its last point. */
+static void shape_lines(struct strbuf *sb, const struct report *r,
+			const struct scale *s)
+{
+	json_t *v = plot_shapes(r), *x;
+	size_t k;
+
+	if (!v)
+		return;
+	strbuf_addstr(sb, "<g id=\"shapes\" font-size=\"10\">\n");
+	json_array_foreach(v, k, x) {
+		const char *sh = json_string_value(json_object_get(x, "shape"));
+		const char *dt = json_string_value(json_object_get(x, "dtype"));
+		const char *c = shape_colors[k % ARRAY_SIZE(shape_colors)];
+		double lx = 0, ly = 0;
+		int n = 0;
+
+		if (!sh)
+			continue;
+		strbuf_addf(sb, "<path id=\"shape-%zu\" fill=\"none\" "
+			    "stroke=\"%s\" stroke-width=\"1\" d=\"", k, c);
+		for (size_t i = 0; i < r->h.nr; i++) {
+			double us = report_is_kept(&r->h.e[i]) ?
+				shape_us(&r->h.e[i], sh, dt) : 0;
+
+			if (us <= 0)
+				continue;
+			lx = xmap(s, i);
+			ly = ymap(s, us);
+			strbuf_addf(sb, "%s%.1f %.1f", n++ ? " L" : "M", lx, ly);
+		}
+		strbuf_addstr(sb, "\"><title>");
+		add_text(sb, sh, 64);
+		strbuf_addstr(sb, ": the kept commits' median at this shape"
+			      "</title></path>\n");
+		if (n) {
+			strbuf_addf(sb, "<text x=\"%.1f\" y=\"%.1f\" "
+				    "fill=\"%s\" text-anchor=\"end\">", lx - 6,
+				    ly - 4, c);
+			add_text(sb, sh, 64);
+			strbuf_addstr(sb, "</text>\n");
+		}
+	}
+	strbuf_addstr(sb, "</g>\n");
+	json_decref(v);
+}
+
 static void legend(struct strbuf *sb, int unverified)
 {
 	int y = H - 16, x = L;
@@ -407,6 +506,8 @@ void report_svg(struct strbuf *sb, const struct report *r)
 		strbuf_addf(sb, "<text x=\"%d\" y=\"%d\" "
 			    "text-anchor=\"middle\" fill=\"#888\">no measured "
 			    "experiments</text>\n", (L + R) / 2, (DT + DB) / 2);
+	if (have_y)
+		shape_lines(sb, r, &s);
 	frontier(sb, r, &s);
 	strbuf_addstr(sb, "<g id=\"points\">\n");
 	points(sb, r, &s, have_y);

@@ -85,6 +85,16 @@ test_expect_success 'with autokernel.maxShapeRegression=50 it is kept' '
 	git config --unset autokernel.maxShapeRegression
 '
 
+test_expect_success 'report: a table row and a plot line per shape' '
+	cd repo && mkdir -p ../rep && git autokernel report -o ../rep/report.md 2>/dev/null &&
+	grep "64x4096" ../rep/report.md && grep "2048x64" ../rep/report.md &&
+	svg=../rep/report.svg &&
+	python3 -c "import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])" $svg &&
+	grep "<path id=\"shape-0\"[^>]*d=\"M[0-9.]* [0-9.]* L" $svg &&
+	grep "<path id=\"shape-1\"[^>]*d=\"M[0-9.]* [0-9.]* L" $svg &&
+	grep ">64x4096</text>" $svg && grep ">2048x64</text>" $svg
+'
+
 test_expect_success 'bench times every workload shape and the weighted total' '
 	cd repo && git autokernel bench >../bench.out &&
 	grep "^64x4096 f32" ../bench.out && grep "^2048x64 f32" ../bench.out &&
