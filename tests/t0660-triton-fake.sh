@@ -29,6 +29,20 @@ test_expect_success 'a correct kernel passes all five stages' '
 	grep "on triton: fake device" out && grep "pass 5/5" out
 '
 
+# The impossible-time check holds each shape to its own bytes: a small
+# shape of a workload whose bench shape is large is no cheat.
+test_expect_success 'a small shape after a large one is not called impossible' '
+	kernel_dir wl "" &&
+	"$TORCH_PY" -c "import json, sys; p = json.load(open(sys.argv[1])); \
+		p[\"dtypes\"] = [\"f32\"]; p[\"bench_shape\"] = \"1024x2048\"; \
+		p[\"workload\"] = [{\"shape\": \"1024x2048\", \"weight\": 0.5}, \
+			{\"shape\": \"1x64\", \"weight\": 0.5}]; \
+		json.dump(p, open(sys.argv[1], \"w\"))" wl/softmax/problem.json &&
+	AUTOKERNEL_BENCH_MS=200 git autokernel bench wl/softmax >out 2>err ||
+	{ cat out err; false; } &&
+	grep "^1x64 f32" out && ! grep impossible err
+'
+
 test_expect_success 'the build is cached by content' '
 	git autokernel verify --build-only good/softmax >out &&
 	grep "built softmax/kernel.py .* (cached)" out

@@ -81,15 +81,18 @@ static double floor_us(const struct problem *p, const struct shape *s,
  * bound is the op's bytes at the device's large-copy bandwidth (80% of
  * that time), or half the same-size copy, whichever is larger.
  */
-static double impossible_under(const struct problem *p, enum ak_dtype dt,
-			       double fl, const char *kind, json_t *ceilings)
+static double impossible_under(const struct problem *p, const struct shape *s,
+			       enum ak_dtype dt, double fl, const char *kind,
+			       json_t *ceilings)
 {
 	double gbps = json_number_value(json_object_get(ceilings, "copy_gbps"));
 	double bw;
 
 	if (!strcmp(kind, "matrix") || gbps <= 0)
 		return 0.8 * fl;
-	bw = 0.8 * p->op->bytes(&p->bench, dt) / (gbps * 1e3);
+	/* the bytes of the shape timed, not of the bench shape: a
+	 * workload's small shapes are not held to its largest's bytes */
+	bw = 0.8 * p->op->bytes(s, dt) / (gbps * 1e3);
 	return bw > 0.5 * fl ? bw : 0.5 * fl;
 }
 
@@ -509,7 +512,7 @@ static int bench_times(const struct problem *p, const struct fresh *f,
 		"calls", (json_int_t)f->calls, "rows_per_call",
 		(json_int_t)f->nrows, "check_s", f->check_ns / 1e9, "settled",
 		f->settled));
-	lim = impossible_under(p, f->dt, fl, kind, ceilings);
+	lim = impossible_under(p, f->s, f->dt, fl, kind, ceilings);
 	for (int i = 0; !ret && i < n; i++) {
 		double med = json_number_value(json_object_get(
 			json_array_get(kernels, i), "median_us"));
