@@ -35,10 +35,14 @@ for model in llama gpt2; do
 done
 
 if test -f "$fx/hf-llama-trace.json.gz"; then
+	# A compute-bound op's floor is capped at its measured time where
+	# the model ran faster than the ceilings (the H200's cuBLAS above
+	# the default 700 TFLOPS): its bound is then exactly 1.
 	test_expect_success 'hf llama: rotary, RMSNorm, SwiGLU, loss: rows with shapes and floors' '
 		json_check llama.json <<-\EOF
 		r["not_covered"]["share"] <= 0.10
-		all(op(o)["floor_ms"] > 0 and op(o)["bound"] > 1 for o in ("rotary_embedding", "rmsnorm", "fused_mlp", "cross_entropy", "flash_attention", "matmul"))
+		all(op(o)["floor_ms"] > 0 and op(o)["bound"] > 1 for o in ("rotary_embedding", "rmsnorm", "cross_entropy"))
+		all(op(o)["floor_ms"] > 0 and op(o)["bound"] >= 1 for o in ("fused_mlp", "flash_attention", "matmul"))
 		op("rotary_embedding")["shape"] == "8x16x512x128" and op("rotary_embedding")["layout"] == "half"
 		op("rotary_embedding")["calls"] == 8 and op("rotary_embedding")["dtype"] == "bf16"
 		op("rmsnorm")["shape"] == "4096x2048" and op("rmsnorm")["calls"] == 9

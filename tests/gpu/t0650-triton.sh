@@ -101,7 +101,8 @@ cd repo || exit 1
 for op in matmul softmax layernorm rmsnorm cross_entropy reduce \
 	  rotary_embedding flash_attention fused_mlp; do
 	test_expect_success "$op: the Triton starter passes and is the baseline" "
-		git autokernel start $op --backend triton >../start-$op.out 2>&1 &&
+		{ git autokernel start $op --backend triton >../start-$op.out 2>&1 ||
+		  { cat ../start-$op.out; false; }; } &&
 		git log -1 --format=%B autokernel/$op | grep 'Autokernel-Verify: pass 5/5' &&
 		git notes --ref=autokernel show autokernel/$op >../note-$op.json &&
 		git autokernel bench --dtype bf16 --json >../bench-bf16-$op.json
