@@ -380,9 +380,12 @@ static int claimed_elsewhere(struct run_state *st, struct trial *t)
 	return taken;
 }
 
-/* The outcome of a judged candidate from its result. */
+/* The outcome of a judged candidate from its result.  A kept one at
+ * autokernel.stopAtFloor of the floor (0.95; 0: never) ends its op. */
 static void judged(struct trial *t, int rc, json_t *res)
 {
+	double at_floor = config_double("autokernel.stopAtFloor", 0.95);
+
 	t->rejected = rc != 0;
 	strbuf_addf(&t->outcome, "#%d %s", t->ctx.experiment, rc ? "rejected" :
 		    "kept");
@@ -392,9 +395,10 @@ static void judged(struct trial *t, int rc, json_t *res)
 	strbuf_addf(&t->outcome, ": %s", t->pr.hypothesis.buf);
 	if (!cell_enabled())
 		strbuf_addstr(&t->outcome, " | unconfined (autokernel.sandbox)");
-	if (!rc &&
-	    json_number_value(json_object_get(res, "roofline")) >= 0.95) {
-		strbuf_addstr(&t->outcome, " | at 95% of the floor");
+	if (!rc && at_floor > 0 &&
+	    json_number_value(json_object_get(res, "roofline")) >= at_floor) {
+		strbuf_addf(&t->outcome, " | at %.0f%% of the floor",
+			    100 * at_floor);
 		t->at_floor = 1;
 	}
 }

@@ -88,6 +88,37 @@ echo "new" >stray-file.txt
 EOF2
 chmod +x edit.sh fail.sh stray.sh
 
+# REPEAT 4 does the work four times: the tuner's move to 1 is kept.
+{
+	echo "#define A 1  /* autokernel: tune 1,2,3 */"
+	echo "#define REPEAT 4  /* autokernel: tune 1,4 */"
+	sed -e 's|for (int64_t r = 0; r < rows; r++) {|for (int k = 0; k < REPEAT; k++) for (int64_t r = 0; r < rows; r++) {|' \
+		-e 's|/\* BREAK \*/||' "$TEST_DIR/kernels/softmax-f32.c"
+} >slowed.c
+
+test_expect_success 'a kept commit at autokernel.stopAtFloor of the floor ends the op' '
+	cd repo && git checkout -q main &&
+	git autokernel start softmax --name floor --backend host \
+		--from ../slowed.c --problem ../small.json >/dev/null 2>&1 &&
+	git -c autokernel.stopAtFloor=0.01 autokernel run --max-experiments 4 \
+		--plateau 50 >../out 2>../err &&
+	grep "kept: tune: REPEAT 4 -> 1.* | at 1% of the floor" ../err &&
+	git autokernel log --attempts --json >../floor.json &&
+	python3 -c "import json; r = json.load(open(\"../floor.json\")); \
+		assert r[-1][\"status\"] == \"kept\" and len(r) <= 4, r"
+'
+
+test_expect_success 'and with autokernel.stopAtFloor=0 the run goes on' '
+	cd repo &&
+	git -c autokernel.stopAtFloor=0 autokernel run --max-experiments 2 \
+		--plateau 50 >../out 2>../err &&
+	! grep "of the floor" ../err &&
+	git autokernel log --attempts --json >../floor2.json &&
+	python3 -c "import json; a = json.load(open(\"../floor.json\")); \
+		b = json.load(open(\"../floor2.json\")); \
+		assert len(b) == len(a) + 2, (len(a), len(b))"
+'
+
 test_setup 'a branch for the agents' '
 	cd repo && git checkout -q main &&
 	git autokernel start softmax --name ex --backend host \
