@@ -9,6 +9,8 @@
 #include "bin/builtin.h"
 #include "ops/dtype.h"
 #include "judge/judge.h"
+#include "judge/torchref.h"
+#include "lib/records.h"
 #include "lib/repo.h"
 
 static const char usage_verify[] =
@@ -21,14 +23,16 @@ static const char usage_verify[] =
 
 static const char usage_bench[] =
 	"usage: git autokernel bench [<rev> | --index | <dir>] [--against <rev>]\n"
-	"                            [--dtype D] [--all-shapes] [--threshold P]\n"
-	"                            [--json]\n"
+	"                            [--dtype D] [--shape S | --all-shapes]\n"
+	"                            [--threshold P] [--torch [--record]] [--json]\n"
 	"\n"
 	"Times the kernel at its bench shape beside a copy of the op's minimum\n"
 	"traffic (its floor).  With --against, times both interleaved and\n"
 	"exits 0 when not slower than <rev> by more than the threshold (5%),\n"
 	"1 when slower, 125 when it cannot be built or measured (git bisect\n"
-	"run's terms).\n";
+	"run's terms).  With --torch, PyTorch's own op (eager, and\n"
+	"torch.compile where it works) is timed at each shape too; --record\n"
+	"writes its figures into the note of <rev> (default HEAD).\n";
 
 static void print_json(json_t *j)
 {
@@ -113,10 +117,39 @@ cleanup:
 	return exit_code(rc);
 }
 
+static double median_of(json_t *stats)
+{
+	return json_number_value(json_object_get(stats, "median_us"));
+}
+
+static void print_row(const char *label, json_t *k)
+{
+	printf("  %-24s %9.2f us %7.2f us %8.1f%% %5lld", label, median_of(k),
+	       json_number_value(json_object_get(k, "q3_us")) -
+	       json_number_value(json_object_get(k, "q1_us")),
+	       100 * json_number_value(json_object_get(k, "roofline")),
+	       (long long)json_integer_value(json_object_get(k, "n")));
+}
+
+/* PyTorch's time over the kernel's, in the columns torch has. */
+static void print_vs(json_t *torch, json_t *k)
+{
+	json_t *e = json_object_get(torch, "eager");
+	json_t *c = json_object_get(torch, "compile");
+
+	if (e)
+		printf(" %9.2fx", median_of(e) / median_of(k));
+	if (c)
+		printf(" %9.2fx", median_of(c) / median_of(k));
+}
+
 static void print_bench(json_t *b, const char *const *labels, int n)
 {
 	json_t *ks = json_object_get(b, "kernels");
 	json_t *copy = json_object_get(b, "copy");
+	json_t *torch = json_object_get(b, "torch");
+	json_t *e = json_object_get(torch, "eager");
+	json_t *c = json_object_get(torch, "compile");
 
 	printf("%s %s: floor %.2f us (%s; %.1f MB moved)\n",
 	       json_string_value(json_object_get(b, "shape")),
@@ -124,20 +157,24 @@ static void print_bench(json_t *b, const char *const *labels, int n)
 	       json_number_value(json_object_get(b, "floor_us")),
 	       json_string_value(json_object_get(b, "floor_kind")),
 	       json_number_value(json_object_get(b, "bytes")) / 1e6);
-	printf("  %-24s %12s %10s %9s %5s\n", "kernel", "median", "IQR",
-	       "roofline", "n");
+	printf("  %-24s %12s %10s %9s %5s%s%s\n", "kernel", "median", "IQR",
+	       "roofline", "n", e ? " vs PyTorch" : "",
+	       c ? " vs compile" : "");
 	for (int i = 0; i < n; i++) {
-		json_t *k = json_array_get(ks, i);
-
-		printf("  %-24s %9.2f us %7.2f us %8.1f%% %5lld\n", labels[i],
-		       json_number_value(json_object_get(k, "median_us")),
-		       json_number_value(json_object_get(k, "q3_us")) -
-		       json_number_value(json_object_get(k, "q1_us")),
-		       100 * json_number_value(json_object_get(k, "roofline")),
-		       (long long)json_integer_value(json_object_get(k, "n")));
+		print_row(labels[i], json_array_get(ks, i));
+		print_vs(torch, json_array_get(ks, i));
+		putchar('\n');
+	}
+	if (e) {
+		print_row("PyTorch", e);
+		putchar('\n');
+	}
+	if (c) {
+		print_row("PyTorch compile", c);
+		putchar('\n');
 	}
 	printf("  %-24s %9.2f us %7.2f us\n", "copy (same bytes)",
-	       json_number_value(json_object_get(copy, "median_us")),
+	       median_of(copy),
 	       json_number_value(json_object_get(copy, "q3_us")) -
 	       json_number_value(json_object_get(copy, "q1_us")));
 }
@@ -145,7 +182,7 @@ static void print_bench(json_t *b, const char *const *labels, int n)
 struct bench_opts {
 	const char *spec, *against, *dtype, *shape;
 	double threshold;
-	int json, all_shapes;
+	int json, all_shapes, torch, record;
 };
 
 static int bench_parse(int argc, char **argv, struct bench_opts *o)
@@ -158,6 +195,8 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		{ "threshold", required_argument, NULL, 't' },
 		{ "all-shapes", no_argument, NULL, 's' },
 		{ "shape", required_argument, NULL, 'S' },
+		{ "torch", no_argument, NULL, 'T' },
+		{ "record", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -172,6 +211,8 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		case 'd': o->dtype = optarg; break;
 		case 's': o->all_shapes = 1; break;
 		case 'S': o->shape = optarg; break;
+		case 'T': o->torch = 1; break;
+		case 'r': o->record = 1; break;
 		case 't':
 			if (parse_fraction(optarg, &o->threshold) < 0) {
 				error("bad threshold '%s' (e.g. 5%%)", optarg);
@@ -186,6 +227,13 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		o->spec = argv[optind++];
 	if (optind < argc)
 		return usage_with(usage_bench, 0);
+	if (o->record && !o->torch) {
+		error("--record writes PyTorch's figures: it needs --torch");
+		return EXIT_USAGE;
+	}
+	/* the figures go into a commit's note: by default the tip's */
+	if (o->record && !o->spec)
+		o->spec = "HEAD";
 	return 0;
 }
 
@@ -222,9 +270,32 @@ static int bench_plan(struct work *w, int *n, const struct problem *p,
 	return 0;
 }
 
+/* PyTorch beside the kernel at w, into res; why it has no figure there
+ * on stderr, unless it said the same at the shape before. */
+static void bench_torch(struct torchref *t, struct judge *j,
+			const struct problem *p, const struct work *w,
+			json_t *res, struct strbuf *said)
+{
+	json_t *fig = torchref_bench(t, j, p, &w->s, w->dt);
+	const char *absent = json_string_value(json_object_get(fig, "absent"));
+
+	torchref_relate(fig, median_of(json_array_get(json_object_get(res,
+							"kernels"), 0)),
+			json_number_value(json_object_get(res, "floor_us")));
+	json_object_set_new(res, "torch", fig);
+	if (!absent || !strcmp(said->buf, absent))
+		return;
+	fprintf(stderr, "bench: no PyTorch figure at %s %s: %s\n",
+		json_string_value(json_object_get(res, "shape")),
+		json_string_value(json_object_get(res, "dtype")), absent);
+	strbuf_reset(said);
+	strbuf_addstr(said, absent);
+}
+
 static int bench_one_shape(struct judge *j, struct candidate *c,
 			   const struct bench_opts *o, const struct work *w,
-			   int n, const char *const *labels, json_t *all)
+			   int n, const char *const *labels, json_t *all,
+			   struct torchref *t, struct strbuf *said)
 {
 	static const int slots[] = { 0, 1 };
 	struct strbuf verdict = STRBUF_INIT;
@@ -240,6 +311,8 @@ static int bench_one_shape(struct judge *j, struct candidate *c,
 		return 1;
 	}
 	json_object_set_new(res, "weight", json_real(w->weight));
+	if (t && t->ok)
+		bench_torch(t, j, &c->p, w, res, said);
 	if (!o->json)
 		print_bench(res, labels, n);
 	json_array_append_new(all, res);
@@ -276,9 +349,46 @@ static int bench_verdict(json_t *out, json_t *all, const struct bench_opts *o)
 	return slow > o->threshold ? 1 : 0;
 }
 
+/* The weighted total of PyTorch's key ("eager", "compile") over the
+ * shapes of all; 0 when a shape that weighs has none. */
+static double torch_weighted(json_t *all, const char *key)
+{
+	double t = 0;
+	json_t *b;
+	size_t i;
+
+	json_array_foreach(all, i, b) {
+		double w = json_number_value(json_object_get(b, "weight"));
+		double us = median_of(json_object_get(json_object_get(b,
+							"torch"), key));
+
+		if (w > 0 && us <= 0)
+			return 0;
+		t += w * us;
+	}
+	return t;
+}
+
+/* The weighted totals of PyTorch beside the kernel's, into out and
+ * after the kernel's total on the terminal. */
+static void torch_totals(json_t *out, json_t *all, int json)
+{
+	double k = weighted(all, 0), e = torch_weighted(all, "eager");
+	double c = torch_weighted(all, "compile");
+
+	if (e > 0)
+		json_object_set_new(out, "torch_total_us", json_real(e));
+	if (c > 0)
+		json_object_set_new(out, "compile_total_us", json_real(c));
+	if (!json && e > 0)
+		printf("; PyTorch %.2f us (%.2fx)", e, e / k);
+	if (!json && c > 0)
+		printf(", torch.compile %.2f us (%.2fx)", c, c / k);
+}
+
 /* One shape: its bench object, as before workloads; several: the
  * shapes and their weighted totals. */
-static json_t *bench_output(json_t *all, int n)
+static json_t *bench_output(json_t *all, int n, int json)
 {
 	json_t *out;
 
@@ -289,7 +399,137 @@ static json_t *bench_output(json_t *all, int n)
 	if (n > 1)
 		json_object_set_new(out, "against_total_us",
 				    json_real(weighted(all, 1)));
+	if (!json)
+		printf("weighted total: %.2f us", weighted(all, 0));
+	torch_totals(out, all, json);
+	if (!json)
+		putchar('\n');
 	return out;
+}
+
+/* PyTorch's runner, spawned beside the kernel's: ready, or why not on
+ * stderr, once. */
+static void torch_start(struct torchref *t, const struct problem *p, int json)
+{
+	if (torchref_ready(t, p) < 0) {
+		fprintf(stderr, "bench: no PyTorch column: %s\n", t->why.buf);
+		return;
+	}
+	if (!t->compile)
+		fprintf(stderr, "bench: no torch.compile column: %s\n",
+			t->why_compile.buf);
+	if (!json)
+		printf("beside PyTorch %s%s\n", t->version, t->compile ?
+		       ", eager and torch.compile" : "");
+}
+
+/* The note's "torch": PyTorch's figures at each shape that has them. */
+static json_t *torch_record(json_t *all, const struct torchref *t,
+			    struct judge *j)
+{
+	static const char *const keys[] = {
+		"eager", "compile", "vs_eager", "vs_compile", "no_compile",
+		"checked",
+	};
+	json_t *shapes = json_array(), *b, *rec;
+	const char *no;
+	size_t i;
+
+	json_array_foreach(all, i, b) {
+		json_t *fig = json_object_get(b, "torch"), *row;
+
+		if (!json_object_get(fig, "eager"))
+			continue;
+		row = json_pack("{s:O,s:O,s:O,s:f}", "shape",
+				json_object_get(b, "shape"), "dtype",
+				json_object_get(b, "dtype"), "weight",
+				json_object_get(b, "weight"), "kernel_us",
+				median_of(json_array_get(json_object_get(b,
+							"kernels"), 0)));
+		for (size_t k = 0; k < ARRAY_SIZE(keys); k++)
+			if (json_object_get(fig, keys[k]))
+				json_object_set(row, keys[k],
+						json_object_get(fig, keys[k]));
+		/* said once for all, below, unless it is the shape's own */
+		no = json_string_value(json_object_get(row, "no_compile"));
+		if (no && !strcmp(no, t->why_compile.buf))
+			json_object_del(row, "no_compile");
+		json_array_append_new(shapes, row);
+	}
+	rec = json_pack("{s:s,s:s,s:s,s:s,s:o}", "by",
+			"git autokernel bench --torch", "torch", t->version,
+			"device", judge_device_name(j), "tool", AK_VERSION,
+			"shapes", shapes);
+	if (!t->compile)
+		json_object_set_new(rec, "no_compile",
+				    json_string(t->why_compile.buf));
+	return rec;
+}
+
+/* --record: the figures into the note of the commit benchmarked. */
+static int bench_record(const struct candidate *c, json_t *all,
+			const struct torchref *t, struct judge *j)
+{
+	json_t *rec;
+	git_oid id;
+	size_t n;
+	int ret;
+
+	if (!t->ok) {
+		fprintf(stderr, "bench: nothing recorded\n");
+		return 0;
+	}
+	rec = torch_record(all, t, j);
+	n = json_array_size(json_object_get(rec, "shapes"));
+	if (!n || git_oid_fromstr(&id, c->commit) < 0) {
+		fprintf(stderr, "bench: nothing recorded: PyTorch has no "
+			"figure at any shape\n");
+		json_decref(rec);
+		return 0;
+	}
+	ret = note_set(&id, "torch", rec);
+	if (!ret)
+		fprintf(stderr, "bench: recorded PyTorch's figures at %zu "
+			"shape%s in the note of %s\n", n, n > 1 ? "s" : "",
+			c->label);
+	json_decref(rec);
+	return ret ? EXIT_ENV : 0;
+}
+
+/* The candidate, the revision it is against, and with --record a
+ * commit to record on; 0 or an exit code. */
+static int bench_load(struct candidate *c, struct candidate *base,
+		      const struct bench_opts *o)
+{
+	int rc;
+
+	if ((rc = candidate_load(c, o->spec, NULL)) ||
+	    (o->against && (rc = candidate_load(base, o->against, c->name))))
+		return env_rc(o, rc);
+	if (o->record && !c->commit[0]) {
+		error("--record writes into a commit's note: bench a revision, "
+		      "not the %s", c->label);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* The kernel (and with --against the other) built and loaded; 0 or an
+ * exit code. */
+static int bench_build(struct judge *j, struct candidate *c,
+		       struct candidate *base, const struct bench_opts *o)
+{
+	struct strbuf verdict = STRBUF_INIT;
+	int rc;
+
+	if ((rc = judge_build(j, c, 0, &verdict)) ||
+	    (o->against && (rc = judge_build(j, base, 1, &verdict)))) {
+		if (verdict.len)
+			fprintf(stderr, "error: %s\n", verdict.buf);
+		rc = env_rc(o, rc);
+	}
+	strbuf_release(&verdict);
+	return rc;
 }
 
 int cmd_bench(int argc, char **argv)
@@ -297,18 +537,19 @@ int cmd_bench(int argc, char **argv)
 	struct bench_opts o = { 0 };
 	struct candidate c = CANDIDATE_INIT, base = CANDIDATE_INIT;
 	struct judge j = JUDGE_INIT;
-	struct strbuf verdict = STRBUF_INIT;
+	struct torchref t = TORCHREF_INIT;
+	struct strbuf said = STRBUF_INIT;
 	const char *labels[2];
 	json_t *all = json_array(), *out;
 	struct work plan[2 * AK_OP_MAX_SHAPES];
 	enum ak_dtype dt;
-	int rc, n = 1, np = 0;
+	int rc, rec, n = 1, np = 0;
 
 	if ((rc = bench_parse(argc, argv, &o)))
 		return rc < 0 ? 0 : rc;
-	if ((rc = candidate_load(&c, o.spec, NULL)) ||
-	    (o.against && (rc = candidate_load(&base, o.against, c.name))) ||
-	    (rc = judge_start(&j, c.p.backend))) {
+	if ((rc = bench_load(&c, &base, &o)))
+		goto cleanup;
+	if ((rc = judge_start(&j, c.p.backend))) {
 		rc = env_rc(&o, rc);
 		goto cleanup;
 	}
@@ -318,43 +559,45 @@ int cmd_bench(int argc, char **argv)
 		rc = EXIT_USAGE;
 		goto cleanup;
 	}
+	/* torch imports while the kernel builds */
+	if (o.torch)
+		torchref_spawn(&t, c.p.backend);
 	labels[0] = c.label;
 	labels[1] = base.label;
-	if ((rc = judge_build(&j, &c, 0, &verdict)) ||
-	    (o.against && (rc = judge_build(&j, &base, 1, &verdict)))) {
-		if (verdict.len)
-			fprintf(stderr, "error: %s\n", verdict.buf);
-		rc = env_rc(&o, rc);
+	if ((rc = bench_build(&j, &c, &base, &o)))
 		goto cleanup;
-	}
 	n = o.against ? 2 : 1;
 	if (!o.json)
 		printf("bench %s on %s: %s\n", c.p.op->name, c.p.backend,
 		       judge_device_name(&j));
+	if (o.torch)
+		torch_start(&t, &c.p, o.json);
 	if (bench_plan(plan, &np, &c.p, &o, o.dtype != NULL, dt) < 0) {
 		rc = o.against ? 125 : 2;
 		goto cleanup;
 	}
 	for (int s = 0; !rc && s < np; s++)
-		rc = bench_one_shape(&j, &c, &o, &plan[s], n, labels, all);
+		rc = bench_one_shape(&j, &c, &o, &plan[s], n, labels, all,
+				     o.torch ? &t : NULL, &said);
 	if (rc) {
 		rc = env_rc(&o, rc);
 		goto cleanup;
 	}
-	out = bench_output(all, n);
-	if (!o.json && json_array_size(all) > 1)
-		printf("weighted total: %.2f us%s\n", weighted(all, 0),
-		       n > 1 ? "" : "");
+	out = bench_output(all, n, o.json);
 	if (o.against)
 		rc = bench_verdict(out, all, &o);
 	if (o.json)
 		print_json(out);
 	json_decref(out);
+	/* with --against, whatever the verdict */
+	if (o.record && (rec = bench_record(&c, all, &t, &j)))
+		rc = rec;
 cleanup:
 	json_decref(all);
+	torchref_release(&t);
 	judge_stop(&j);
 	candidate_release(&c);
 	candidate_release(&base);
-	strbuf_release(&verdict);
+	strbuf_release(&said);
 	return rc;
 }

@@ -240,39 +240,61 @@ json_t *note_from_trailers(const char *msg)
 	return j;
 }
 
+/* The notes ref's tip: 0 (*tip NULL when it has none yet), or -1. */
+static int notes_tip(git_commit **tip, git_oid *tip_id)
+{
+	int e = git_reference_name_to_id(tip_id, repo_need(), NOTES_REF);
+
+	*tip = NULL;
+	if (e == GIT_ENOTFOUND)
+		return 0;
+	if (e < 0 || git_commit_lookup(tip, repo_need(), tip_id) < 0)
+		return -1;
+	return 0;
+}
+
 /*
  * One note into the notes ref as a compare-and-swap: the new notes
- * commit is made on the tip read, and the ref moves only if it still
- * points there.  (git_note_create() moves it unconditionally, so two
- * writers at once lose a note.)  1 when another writer won the race.
+ * commit is made on tip (read by notes_tip()), and the ref moves only if
+ * it still points there.  (git_note_create() moves it unconditionally,
+ * so two writers at once lose a note.)  1 when another writer won the
+ * race.
  */
-static int note_cas(const git_oid *commit, const char *text,
-		    const git_signature *sig)
+static int note_commit_on(git_commit *tip, const git_oid *tip_id,
+			  const git_oid *commit, const char *text,
+			  const git_signature *sig)
 {
 	git_repository *repo = repo_need();
 	git_reference *ref = NULL;
-	git_commit *tip = NULL;
-	git_oid tip_id, id, blob;
-	int e, have;
+	git_oid id, blob;
+	int e;
 
-	e = git_reference_name_to_id(&tip_id, repo, NOTES_REF);
-	have = e == 0;
-	if ((e < 0 && e != GIT_ENOTFOUND) ||
-	    (have && git_commit_lookup(&tip, repo, &tip_id) < 0))
-		return -1;
 	e = git_note_commit_create(&id, &blob, repo, tip, sig, sig, commit,
 				   text, 1);
-	if (!e && have)
+	if (!e && tip)
 		e = git_reference_create_matching(&ref, repo, NOTES_REF, &id, 1,
-						  &tip_id, "notes: autokernel");
+						  tip_id, "notes: autokernel");
 	else if (!e)
 		e = git_reference_create(&ref, repo, NOTES_REF, &id, 0,
 					 "notes: autokernel");
 	git_reference_free(ref);
-	git_commit_free(tip);
 	if (e == GIT_EMODIFIED || e == GIT_ELOCKED || e == GIT_EEXISTS)
 		return 1;
 	return e < 0 ? -1 : 0;
+}
+
+static int note_cas(const git_oid *commit, const char *text,
+		    const git_signature *sig)
+{
+	git_commit *tip;
+	git_oid tip_id;
+	int e;
+
+	if (notes_tip(&tip, &tip_id) < 0)
+		return -1;
+	e = note_commit_on(tip, &tip_id, commit, text, sig);
+	git_commit_free(tip);
+	return e;
 }
 
 /* A pseudo-random number that differs between processes. */
@@ -308,6 +330,65 @@ cleanup:
 	free(text);
 	git_signature_free(sig);
 	return ret;
+}
+
+/* commit's note as JSON in the notes commit tip; NULL if none. */
+static json_t *note_at(git_commit *tip, const git_oid *commit)
+{
+	git_note *note = NULL;
+	json_t *j = NULL;
+
+	if (tip && !git_note_commit_read(&note, repo_need(), tip, commit)) {
+		j = json_loads(git_note_message(note), 0, NULL);
+		git_note_free(note);
+	}
+	return j;
+}
+
+/* One try of note_set(): 0, 1 (lost the race), -1, or -2 (no note). */
+static int note_set_once(const git_oid *commit, const char *key,
+			 json_t *value, const git_signature *sig)
+{
+	git_commit *tip;
+	git_oid tip_id;
+	json_t *note;
+	char *text = NULL;
+	int e = -2;
+
+	if (notes_tip(&tip, &tip_id) < 0)
+		return -1;
+	/* ours as of the tip we write on, else a fetched one */
+	if (!(note = note_at(tip, commit)))
+		note = note_read(commit);
+	if (note) {
+		json_object_set(note, key, value);
+		text = json_dumps(note, JSON_INDENT(1) | JSON_SORT_KEYS);
+		e = text ? note_commit_on(tip, &tip_id, commit, text, sig) : -1;
+	}
+	free(text);
+	json_decref(note);
+	git_commit_free(tip);
+	return e;
+}
+
+int note_set(const git_oid *commit, const char *key, json_t *value)
+{
+	git_signature *sig = signature();
+	int e = 1;
+
+	if (!sig)
+		return error("unable to write a note: %s", repo_error());
+	for (int tries = 0; tries < 500 && e == 1; tries++)
+		if ((e = note_set_once(commit, key, value, sig)) == 1)
+			usleep(1000 + pause_seed() % 20000);
+	git_signature_free(sig);
+	if (e == -2)
+		return error("%.7s has no note to add '%s' to",
+			     git_oid_tostr_s(commit), key);
+	if (e)
+		return error("unable to write the note on %s: %s",
+			     git_oid_tostr_s(commit), repo_error());
+	return 0;
 }
 
 /* The number at p, all of what is left, or -1. */

@@ -18,6 +18,7 @@
  *	if (!note)                                      // a clone without
  *		note = note_from_trailers(message);     // the notes
  *	note_write(&commit_id, result);                 // 0 or error()
+ *	note_set(&commit_id, "torch", figures);         // one key of it
  *	attempt_save(&n, &attempt_id, "softmax", &tree, &head, msg, result);
  */
 #ifndef RECORDS_H
@@ -54,6 +55,11 @@ json_t *note_read(const git_oid *commit);
  * NULL when msg has no Autokernel-Verify trailer.  The caller owns it. */
 json_t *note_from_trailers(const char *msg);
 int note_write(const git_oid *commit, json_t *note);
+/* Sets key to value in commit's note (ours, else a fetched one, which
+ * becomes ours), read and written as one compare-and-swap: a writer in
+ * between makes it read again.  0, or -1 after an error (commit has no
+ * note). */
+int note_set(const git_oid *commit, const char *key, json_t *value);
 
 /* Saves a rejected candidate; *n is its number.  0 or error(). */
 int attempt_save(int *n, git_oid *out, const char *name, const git_oid *tree,

@@ -19,6 +19,13 @@ is the parent's to report; the runner never hides an error to go on.
 
     ak_runner_triton.py --check FILE    the build step: FILE's syntax,
                                         an error as Python prints it, exit 1
+
+With AK_RUNNER_REFERENCE=1 it runs PyTorch's own ops instead, the
+reference modules of python/torch_ref/ (`bench --torch`): the device
+needs no Triton, and an ak_kernel() may return its outputs (a tensor, or
+a tuple of them) rather than write a.out where PyTorch has no out=
+variant; they are copied into a.out after the timed interval, so PyTorch
+is not charged a copy its users never make (doc/triton.md).
 """
 import ctypes
 import importlib.util
@@ -42,6 +49,7 @@ torch = None            # imported after the file descriptors are set up
 ak_triton_device = None
 dev = None              # the device (ak_triton_device), or None
 init_error = ""
+reference = False       # AK_RUNNER_REFERENCE=1: PyTorch's reference modules
 proto = None            # the protocol's stdout
 shm = None              # the mapping
 slots = [None] * SLOTS
@@ -159,6 +167,7 @@ class Args:
         self.scalar = list(scalar)
         self.stream = dev.stream
         self.workspace, self.workspace_size = None, 0
+        self.results = None     # a reference's returned outputs
 
 
 class Kernel:
@@ -196,9 +205,13 @@ class Kernel:
         return text
 
     def run(self, a):
-        """ak_kernel(a) -> its return code, or a Failure."""
+        """ak_kernel(a) -> its return code, or a Failure.  A reference
+        module's returned outputs go to a.results (deliver() them)."""
         try:
             r = self.fn(a)
+            if reference and returned_outputs(r):
+                a.results = list(r) if isinstance(r, (tuple, list)) else [r]
+                return 0
             return 0 if r is None else operator.index(r)
         except Exception as e:
             traceback.print_exc()
@@ -212,6 +225,32 @@ class Kernel:
             traceback.print_exc()
             raise Failure("ak_workspace_size() raised %s" % self.describe(e),
                           fatal=dev.lost())
+
+
+def returned_outputs(r):
+    """Whether r is what a reference may return: a tensor, or a tuple of
+    them."""
+    if isinstance(r, (tuple, list)):
+        return len(r) > 0 and all(isinstance(t, torch.Tensor) for t in r)
+    return isinstance(r, torch.Tensor)
+
+
+def deliver(a):
+    """A reference's returned outputs into a.out, after the timed interval:
+    each of the output's dtype and shape, so that nothing is cast or
+    broadcast on the way."""
+    if a.results is None:
+        return
+    if len(a.results) != len(a.out):
+        raise Failure("the reference returned %d outputs for %d" %
+                      (len(a.results), len(a.out)))
+    for i, (r, o) in enumerate(zip(a.results, a.out)):
+        if r.dtype != o.dtype or r.shape != o.shape:
+            raise Failure("the reference returned %s %s for output %d, "
+                          "which is %s %s" % (r.dtype, list(r.shape), i,
+                                              o.dtype, list(o.shape)))
+        o.copy_(r)
+    a.results = None
 
 
 def kernel_in(slot):
@@ -403,6 +442,12 @@ def req_hello(req):
     info = dev.info()
     info.update({"ok": True, "backend": "triton", "abi": 1,
                  "python": "%d.%d.%d" % sys.version_info[:3]})
+    if reference:
+        import torch_ref
+        why = torch_ref.compile_unavailable()
+        info.update({"reference": "torch", "compile": why is None})
+        if why:
+            info["no_compile"] = why
     return info
 
 
@@ -421,7 +466,9 @@ def req_call(req):
     m = map_shm(req)
     lay = Layout(req, m.size)
     s = device_call(Set, lay, k, m)
-    rc = k.run(s.args())
+    a = s.args()
+    rc = k.run(a)
+    deliver(a)
     device_call(dev.sync)
     why = device_call(s.guards) or device_call(s.inputs_changed, m)
     for t, b in zip(lay.outs, s.outs):
@@ -456,7 +503,9 @@ def req_warm(req):
         label = c.get("label", "case %d" % i)
         try:
             s = device_call(Set, Layout(c, None), k)
-            k.run(s.args())
+            a = s.args()
+            k.run(a)
+            deliver(a)
             device_call(dev.sync)
         except Failure as f:
             raise Failure("at %s: %s" % (label, f), f.fatal, case=i)
@@ -518,6 +567,7 @@ class Bench:
         if rc:
             return {"ok": True, "rc": rc, "slot": slot}
         us = device_call(dev.timer_stop)
+        deliver(a)
         send({"call": self.calls, "slot": slot, "seed": s64(seed), "us": us})
         answer = receive()
         self.copy_spans(s, answer.get("spans") or [])
@@ -657,19 +707,20 @@ def setup_fds():
 
 
 def main():
-    global torch, ak_triton_device, dev, init_error
+    global torch, ak_triton_device, dev, init_error, reference
     if len(sys.argv) == 3 and sys.argv[1] == "--check":
         return check(sys.argv[2])
     if len(sys.argv) != 1:
         sys.stderr.write("usage: ak_runner_triton.py [--check FILE]\n")
         return 2
     setup_fds()
+    reference = os.environ.get("AK_RUNNER_REFERENCE") == "1"
     try:
         import torch as t
         torch = t
         import ak_triton_device as d
         ak_triton_device = d
-        dev = d.open_device()
+        dev = d.open_device(need_triton=not reference)
     except Exception as e:      # ImportError, DeviceError, CUDA errors
         traceback.print_exc()
         init_error = "%s: %s" % (type(e).__name__, e)

@@ -4,7 +4,8 @@ what backends/dev.h is to the C runners: memory, copies, synchronization,
 the L2 flush, timing and the ceilings.  Two of them, picked by
 $AUTOKERNEL_TRITON_DEVICE:
 
-    cuda (the default)  torch.cuda on device 0; needs triton
+    cuda (the default)  torch.cuda on device 0; needs triton, except
+                        for PyTorch's reference modules (need_triton)
     fake                CPU tensors and a wall clock: every check of the
                         runner runs, on a machine with no GPU (the tests)
 
@@ -30,10 +31,10 @@ class DeviceError(Exception):
         self.sticky = sticky
 
 
-def open_device():
+def open_device(need_triton=True):
     kind = os.environ.get("AUTOKERNEL_TRITON_DEVICE", "cuda")
     if kind == "cuda":
-        return CudaDevice()
+        return CudaDevice(need_triton)
     if kind == "fake":
         return FakeDevice()
     raise DeviceError("unknown AUTOKERNEL_TRITON_DEVICE '%s' (cuda, fake)"
@@ -82,15 +83,17 @@ class CudaDevice(Memory):
     kernel's launches, go to one stream of its own (made torch's current
     stream), in order."""
 
-    def __init__(self):
+    def __init__(self, need_triton=True):
+        self.triton_version = None
         try:
             import triton
+            self.triton_version = triton.__version__
         except ImportError as e:
-            raise DeviceError("cannot import triton: %s" % e)
+            if need_triton:
+                raise DeviceError("cannot import triton: %s" % e)
         if not torch.cuda.is_available():
             raise DeviceError("no CUDA device (torch %s sees none)"
                               % torch.__version__)
-        self.triton_version = triton.__version__
         self.dev = torch.device("cuda", 0)
         torch.cuda.set_device(self.dev)
         self.stream = torch.cuda.Stream(self.dev)
@@ -111,7 +114,9 @@ class CudaDevice(Memory):
              "l2_bytes": getattr(p, "L2_cache_size", 0),
              "memory_bytes": p.total_memory,
              "warp_size": getattr(p, "warp_size", 32),
-             "torch": torch.__version__, "triton": self.triton_version}
+             "torch": torch.__version__}
+        if self.triton_version:
+            d["triton"] = self.triton_version
         if torch.version.cuda:
             major, minor = torch.version.cuda.split(".")[:2]
             d["runtime_version"] = int(major) * 1000 + int(minor) * 10

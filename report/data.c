@@ -265,6 +265,7 @@ int report_load(struct report *r, const char *name)
 	if (r->best) {
 		r->bench = json_object_get(r->best->note, "bench");
 		r->floor_us = num(r->bench, "floor_us");
+		r->torch = json_object_get(r->best->note, "torch");
 	}
 	pick_references(r);
 	r->warnings = json_array();
@@ -280,7 +281,51 @@ void report_release(struct report *r)
 	json_decref(r->tolerances);
 	json_decref(r->warnings);
 	r->references = r->tolerances = r->warnings = NULL;
+	r->torch = NULL;
 	r->base = r->best = r->tip = NULL;
+}
+
+json_t *report_torch_at(const struct report *r, json_t *row)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(json_object_get(r->torch, "shapes"), i, v)
+		if (json_equal(json_object_get(v, "shape"),
+			       json_object_get(row, "shape")) &&
+		    json_equal(json_object_get(v, "dtype"),
+			       json_object_get(row, "dtype")) &&
+		    json_object_get(v, "eager"))
+			return v;
+	return NULL;
+}
+
+/* The shapes of the best's note, each with PyTorch's figures there. */
+static json_t *shapes_json(const struct report *r)
+{
+	json_t *shapes = experiment_shapes(r->best ? r->best->note : NULL);
+	json_t *v, *t;
+	size_t i;
+
+	json_array_foreach(shapes, i, v) {
+		if (!(t = report_torch_at(r, v)))
+			continue;
+		json_object_set_new(v, "torch_us", json_real(num(
+			json_object_get(t, "eager"), "median_us")));
+		if (json_object_get(t, "vs_eager"))
+			json_object_set(v, "vs_torch",
+					json_object_get(t, "vs_eager"));
+		if (json_object_get(t, "compile"))
+			json_object_set_new(v, "compile_us", json_real(num(
+				json_object_get(t, "compile"), "median_us")));
+		if (json_object_get(t, "vs_compile"))
+			json_object_set(v, "vs_compile",
+					json_object_get(t, "vs_compile"));
+	}
+	if (json_array_size(shapes))
+		return shapes;
+	json_decref(shapes);
+	return json_null();
 }
 
 void report_reproduce(struct strbuf *out, const struct report *r)
@@ -447,10 +492,9 @@ json_t *report_json(const struct report *r)
 		json_object_get(r->bench, "floor_kind"), "bytes",
 		json_object_get(r->bench, "bytes")) : json_null());
 	json_object_set(o, "references", r->references);
-	v = experiment_shapes(r->best ? r->best->note : NULL);
-	json_object_set_new(o, "shapes", json_array_size(v) ? v : json_null());
-	if (!json_array_size(v))
-		json_decref(v);
+	json_object_set_new(o, "shapes", shapes_json(r));
+	json_object_set_new(o, "torch", r->torch ? json_incref(r->torch) :
+			    json_null());
 	json_object_set_new(o, "experiments", experiments_json(r));
 	json_object_set_new(o, "counts", json_pack("{s:i,s:i,s:i,s:i}",
 		"experiments", (int)r->h.nr, "kept", r->kept, "rejected",

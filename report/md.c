@@ -275,10 +275,92 @@ static json_t *find_shape(json_t *shapes, json_t *want)
 	return NULL;
 }
 
+/* PyTorch's pairs of columns: 2 when a shape of the best's note has a
+ * torch.compile figure, 1 when only eager ones, 0 when none. */
+static int torch_columns(const struct report *r, json_t *shapes)
+{
+	int cols = 0;
+	json_t *v, *t;
+	size_t i;
+
+	json_array_foreach(shapes, i, v) {
+		if (!(t = report_torch_at(r, v)))
+			continue;
+		if (json_object_get(t, "compile"))
+			return 2;
+		cols = 1;
+	}
+	return cols;
+}
+
+static void add_ratio(struct strbuf *sb, json_t *t, const char *key)
+{
+	if (num(t, key) > 0)
+		strbuf_addf(sb, "%.2fx", num(t, key));
+	strbuf_addstr(sb, " | ");
+}
+
+/* PyTorch's cells of a row: its time and the ratio, of eager (and
+ * torch.compile); empty where it has no figure. */
+static void torch_cells(struct strbuf *sb, const struct report *r,
+			json_t *row, int cols)
+{
+	json_t *t = report_torch_at(r, row);
+	char us[32];
+
+	for (int k = 0; k < cols; k++) {
+		const char *what = k ? "compile" : "eager";
+
+		report_fmt_us(us, sizeof(us), num(json_object_get(t, what),
+						  "median_us"));
+		strbuf_addf(sb, "%s | ", t ? us : "");
+		add_ratio(sb, t, k ? "vs_compile" : "vs_eager");
+	}
+}
+
+static void per_shape_head(struct strbuf *sb, int cols)
+{
+	strbuf_addstr(sb, "| shape | dtype | weight | time (us) | baseline "
+		      "(us) | speedup | % of floor |");
+	if (cols > 0)
+		strbuf_addstr(sb, " PyTorch (us) | vs PyTorch |");
+	if (cols > 1)
+		strbuf_addstr(sb, " torch.compile (us) | vs compile |");
+	strbuf_addstr(sb, "\n|---|---|--:|--:|--:|--:|--:|");
+	for (int k = 0; k < cols; k++)
+		strbuf_addstr(sb, "--:|--:|");
+	strbuf_addch(sb, '\n');
+}
+
+/* Where PyTorch's figures come from, under the table. */
+static void torch_note(struct strbuf *sb, const struct report *r, int cols)
+{
+	const char *no = json_string_value(json_object_get(r->torch,
+							    "no_compile"));
+
+	if (cols <= 0)
+		return;
+	strbuf_addstr(sb, "\nPyTorch is its own op (python/torch_ref/) in "
+		      "torch ");
+	add_cell(sb, str(r->torch, "torch"));
+	strbuf_addstr(sb, ", timed by `git autokernel bench --torch` in the "
+		      "same run as the kernel and under the same rules (fresh "
+		      "inputs for every call, every output checked); vs "
+		      "PyTorch is PyTorch's time over the kernel's in that run "
+		      "(above 1: the kernel is faster).");
+	if (cols < 2 && no) {
+		strbuf_addstr(sb, "  No torch.compile: ");
+		add_cell(sb, no);
+		strbuf_addch(sb, '.');
+	}
+	strbuf_addch(sb, '\n');
+}
+
 static void per_shape(struct strbuf *sb, const struct report *r)
 {
 	json_t *shapes = experiment_shapes(r->best ? r->best->note : NULL);
 	json_t *base = experiment_shapes(r->base->note), *v;
+	int cols = torch_columns(r, shapes);
 	size_t i;
 
 	strbuf_addstr(sb, "### Per shape\n\n");
@@ -289,9 +371,7 @@ static void per_shape(struct strbuf *sb, const struct report *r)
 			    r->best ? git_oid_tostr_s(&r->best->id) : "HEAD");
 		goto cleanup;
 	}
-	strbuf_addstr(sb, "| shape | dtype | weight | time (us) | baseline "
-		      "(us) | speedup | % of floor |\n|---|---|--:|--:|--:|"
-		      "--:|--:|\n");
+	per_shape_head(sb, cols);
 	json_array_foreach(shapes, i, v) {
 		char t[32], bt[32];
 		double us = num(v, "median_us");
@@ -308,12 +388,16 @@ static void per_shape(struct strbuf *sb, const struct report *r)
 			strbuf_addf(sb, "%.2fx", bus / us);
 		strbuf_addstr(sb, " | ");
 		add_pct(sb, num(v, "roofline"));
-		strbuf_addstr(sb, " |\n");
+		strbuf_addstr(sb, " | ");
+		torch_cells(sb, r, v, cols);
+		strbuf_setlen(sb, sb->len - 1);
+		strbuf_addch(sb, '\n');
 	}
 	if (json_array_size(shapes) > 1)
 		strbuf_addstr(sb, "\nThe kernel's time above is the weighted "
 			      "total over these shapes (the model's time in "
 			      "the op).\n");
+	torch_note(sb, r, cols);
 	strbuf_addch(sb, '\n');
 cleanup:
 	json_decref(shapes);

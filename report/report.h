@@ -16,10 +16,13 @@
  *	report_release(&r);
  *
  * Everything comes from git: commit messages, and the JSON notes of kept
- * commits and attempts (judge/hooks.c writes them).  Two fields of a
+ * commits and attempts (judge/hooks.c writes them).  Three fields of a
  * note are optional and used when present: "references", timings of
- * other implementations ([{name, median_us}] or {name: us}), and
- * "shapes", per-shape timings ([{shape, dtype, median_us, roofline}]).
+ * other implementations ([{name, median_us}] or {name: us}), "shapes",
+ * per-shape timings ([{shape, dtype, median_us, roofline}]), and
+ * "torch", PyTorch's own op timed beside the kernel by `bench --torch
+ * --record` ({torch, device, shapes: [{shape, dtype, kernel_us, eager,
+ * compile, vs_eager, vs_compile}]}).
  */
 #ifndef REPORT_H
 #define REPORT_H
@@ -46,6 +49,7 @@ struct report {
 	char shape[64], dtype[8];       /* the bench's, "?" when unknown */
 	double floor_us;        /* from the best's run; 0 when unknown */
 	json_t *references;     /* [{name, median_us}], owned */
+	json_t *torch;          /* the best's note's "torch" (borrowed) */
 	/* {dtype: {atol, rtol, default_atol, default_rtol, looser}} of the
 	 * tip's problem.json for its dtypes; owned, NULL if unreadable */
 	json_t *tolerances;
@@ -77,6 +81,9 @@ void report_fmt_us(char *buf, size_t n, double us);
 
 /* Each of r->warnings as "warning: ..." on stderr. */
 void report_warn(const struct report *r);
+
+/* PyTorch's figures at a shape row {shape, dtype} of r->torch, or NULL. */
+json_t *report_torch_at(const struct report *r, json_t *row);
 
 /* The commands a reviewer runs to reproduce the result, one a line. */
 void report_reproduce(struct strbuf *out, const struct report *r);

@@ -107,8 +107,9 @@ static void runner_cell(struct cell *cell, struct runner *r)
 	int fd;
 
 	cell_system(cell);
-	cell_toolchain(cell, backend_compiler(r->backend));
-	if (strcmp(r->backend, "host"))
+	cell_toolchain(cell, backend_compiler(runner_is_python(r->backend) ?
+					      "triton" : r->backend));
+	if (runner_on_gpu(r->backend))
 		cell_gpu(cell);
 	cell_read(cell, ak_libexecdir());
 	strbuf_addf(&path, "%s/../lib", ak_libexecdir());
@@ -118,7 +119,7 @@ static void runner_cell(struct cell *cell, struct runner *r)
 	strbuf_addf(&path, "%s/build", ak_cachedir());
 	mkdir_p(path.buf);
 	cell_read(cell, path.buf);
-	if (!strcmp(r->backend, "triton")) {
+	if (runner_is_python(r->backend)) {
 		/* the runner's own modules, and Triton's JIT cache, where
 		 * it compiles the kernel (verify/runners.c sets it) */
 		strbuf_reset(&path);
@@ -129,6 +130,11 @@ static void runner_cell(struct cell *cell, struct runner *r)
 		if (python_torch_site())
 			cell_read(cell, python_torch_site());
 		cell_path_list(cell, getenv("PYTHONPATH"));
+	}
+	if (runner_is_python(r->backend) && strcmp(r->backend, "triton")) {
+		/* torch.compile's: Inductor writes its code there */
+		mkdir_p(inductor_cache_dir());
+		cell_write(cell, inductor_cache_dir());
 	}
 	cell_scratch(cell, r->scratch);
 	cell_write(cell, r->shm_path);

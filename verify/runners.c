@@ -12,24 +12,73 @@ static void triton_script(struct strbuf *path)
 	strbuf_addf(path, "%s/python/ak_runner_triton.py", ak_datadir());
 }
 
-const char *triton_cache_dir(void)
+/* $NAME, else <cachedir>/<sub>, in buf. */
+static const char *cache_dir(char *buf, size_t n, const char *name,
+			     const char *sub)
 {
-	static char dir[4096];
-	const char *env = getenv("TRITON_CACHE_DIR");
+	const char *env = getenv(name);
 
 	if (env && *env)
 		return env;
-	snprintf(dir, sizeof(dir), "%s/triton", ak_cachedir());
-	return dir;
+	snprintf(buf, n, "%s/%s", ak_cachedir(), sub);
+	return buf;
+}
+
+const char *triton_cache_dir(void)
+{
+	static char dir[4096];
+
+	return cache_dir(dir, sizeof(dir), "TRITON_CACHE_DIR", "triton");
+}
+
+const char *inductor_cache_dir(void)
+{
+	static char dir[4096];
+
+	return cache_dir(dir, sizeof(dir), "TORCHINDUCTOR_CACHE_DIR",
+			 "torchinductor");
+}
+
+int runner_is_python(const char *backend)
+{
+	return !strcmp(backend, "triton") || starts_with(backend, "torch-");
+}
+
+int runner_on_gpu(const char *backend)
+{
+	return strcmp(backend, "host") && strcmp(backend, "torch-host");
+}
+
+void torch_runner_name(char *out, size_t n, const char *backend)
+{
+	snprintf(out, n, "torch-%s", backend);
+}
+
+/*
+ * The Python runner's device, $AUTOKERNEL_TRITON_DEVICE, set in its
+ * environment (the cell passes only what it is given): PyTorch's runner
+ * beside a host kernel is on the CPU (the fake device), beside a CUDA or
+ * HIP kernel on the GPU; the triton runners use whatever the user set.
+ */
+static void python_device(struct strvec *env, const char *backend)
+{
+	const char *dev = getenv("AUTOKERNEL_TRITON_DEVICE");
+
+	if (!strcmp(backend, "torch-host"))
+		dev = "fake";
+	else if (!strcmp(backend, "torch-cuda") || !strcmp(backend, "torch-hip"))
+		dev = "cuda";
+	if (dev && *dev)
+		strvec_pushf(env, "AUTOKERNEL_TRITON_DEVICE=%s", dev);
 }
 
 int runner_command(struct strvec *args, struct strvec *env,
 		   const char *backend, struct strbuf *why)
 {
 	struct strbuf script = STRBUF_INIT;
-	const char *py, *dev, *site;
+	const char *py, *site;
 
-	if (strcmp(backend, "triton")) {
+	if (!runner_is_python(backend)) {
 		strvec_pushf(args, "%s/ak-runner-%s", ak_libexecdir(), backend);
 		return 0;
 	}
@@ -39,12 +88,16 @@ int runner_command(struct strvec *args, struct strvec *env,
 	strvec_pushl(args, py, script.buf, NULL);
 	strvec_pushf(env, "TRITON_CACHE_DIR=%s", triton_cache_dir());
 	/* what the cell's filtered environment would drop */
-	if ((dev = getenv("AUTOKERNEL_TRITON_DEVICE")))
-		strvec_pushf(env, "AUTOKERNEL_TRITON_DEVICE=%s", dev);
+	python_device(env, backend);
 	if ((site = python_torch_site()))
 		strvec_pushf(env, "PYTHONPATH=%s%s%s", site,
 			     getenv("PYTHONPATH") ? ":" : "",
 			     getenv("PYTHONPATH") ? getenv("PYTHONPATH") : "");
+	if (strcmp(backend, "triton")) {
+		strvec_push(env, "AK_RUNNER_REFERENCE=1");
+		strvec_pushf(env, "TORCHINDUCTOR_CACHE_DIR=%s",
+			     inductor_cache_dir());
+	}
 	strbuf_release(&script);
 	return 0;
 }
@@ -54,16 +107,18 @@ int runner_present(const char *backend, struct strbuf *why)
 	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
 	int ret = 0;
 
-	if (!strcmp(backend, "triton")) {
+	if (runner_is_python(backend)) {
 		triton_script(&path);
 		if (access(path.buf, R_OK)) {
 			if (why)
-				strbuf_addf(why, "no triton runner at '%s'",
-					    path.buf);
+				strbuf_addf(why, "no %s runner at '%s'",
+					    backend, path.buf);
 			ret = -1;
 		} else if (!python_torch(&err)) {
-			if (why)
+			if (why && !strcmp(backend, "triton"))
 				strbuf_addf(why, "no triton runner: %s", err.buf);
+			else if (why)
+				strbuf_addbuf(why, &err);
 			ret = -1;
 		}
 	} else {
@@ -143,6 +198,39 @@ static void add_case(json_t *cases, const struct problem *p,
 	json_array_append_new(cases, c);
 }
 
+/* One warm request of one case; 0, or -1 with why. */
+static int warm_one(struct runner *r, int slot, json_t *c, int timeout_ms,
+		    struct strbuf *why)
+{
+	json_t *req = json_pack("{s:s,s:i,s:[O]}", "req", "warm", "slot", slot,
+				"cases", c), *res;
+	const char *err;
+	int ret = 0;
+
+	res = runner_request(r, req, timeout_ms, why);
+	json_decref(req);
+	if (!res)
+		return -1;
+	if (!json_is_true(json_object_get(res, "ok"))) {
+		err = json_string_value(json_object_get(res, "error"));
+		strbuf_addstr(why, err ? err : "the warm-up failed");
+		ret = -1;
+	}
+	json_decref(res);
+	return ret;
+}
+
+int runner_warm_shape(struct runner *r, int slot, const struct problem *p,
+		      const struct shape *s, enum ak_dtype dt, int timeout_ms,
+		      struct strbuf *why)
+{
+	json_t *c = warm_case(p, s, dt);
+	int ret = warm_one(r, slot, c, timeout_ms, why);
+
+	json_decref(c);
+	return ret;
+}
+
 int runner_warm(struct runner *r, int slot, const struct problem *p,
 		struct strbuf *why)
 {
@@ -161,26 +249,9 @@ int runner_warm(struct runner *r, int slot, const struct problem *p,
 	}
 	/* A case at a time, each under twice the time limit of a call: a
 	 * compile is slower than a call, a hang is found as soon. */
-	json_array_foreach(cases, i, c) {
-		json_t *req = json_pack("{s:s,s:i,s:[O]}", "req", "warm",
-					"slot", slot, "cases", c), *res;
-		const char *err;
-
-		res = runner_request(r, req, 2 * r->timeout_ms, why);
-		json_decref(req);
-		if (!res) {
-			ret = -1;
+	json_array_foreach(cases, i, c)
+		if ((ret = warm_one(r, slot, c, 2 * r->timeout_ms, why)) < 0)
 			break;
-		}
-		if (!json_is_true(json_object_get(res, "ok"))) {
-			err = json_string_value(json_object_get(res, "error"));
-			strbuf_addstr(why, err ? err : "the warm-up failed");
-			ret = -1;
-		}
-		json_decref(res);
-		if (ret)
-			break;
-	}
 	trace("judge", "triton warm-up of slot %d: %zu cases in %.2f ms", slot,
 	      json_array_size(cases), ms_since(t0));
 	json_decref(cases);
