@@ -84,11 +84,13 @@ def values(raw, dt):
 # ---- the parent ----
 
 class Runner:
-    def __init__(self):
+    def __init__(self, reference=False):
         self.err = os.path.join(TMP, "stderr")
         open(self.err, "w").close()
         env = dict(os.environ, AK_RUNNER_STDERR=self.err,
                    AUTOKERNEL_TRITON_DEVICE=DEVICE)
+        if reference:       # PyTorch's own ops (python/torch_ref/)
+            env["AK_RUNNER_REFERENCE"] = "1"
         self.p = subprocess.Popen([sys.executable, RUNNER], env=env,
                                   stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE)
@@ -226,6 +228,20 @@ calls = []
 calls = []
 """,
 }
+
+
+# PyTorch's reference modules may return their outputs (reference role)
+KERNELS["returns"] = """
+import torch
+def ak_kernel(a):
+    x, = a.inp
+    return torch.softmax(x.float(), dim=-1).to(x.dtype)
+"""
+KERNELS["returns-f64"] = """
+import torch
+def ak_kernel(a):
+    return torch.softmax(a.inp[0].double(), dim=-1)
+"""
 
 
 def kernel_file(name):
@@ -552,6 +568,34 @@ def test_errors():
     expect(not res.get("ok"), res)
 
 
+def test_returns_refused():
+    res, ts = call("returns")
+    expect(not res.get("ok") and "TypeError" in res.get("error", ""), res)
+
+
+def test_reference():
+    global r
+    r.stop()
+    r = Runner(reference=True)
+    res = r.ask({"req": "hello"})
+    expect(res.get("ok") and res.get("reference") == "torch" and
+           "compile" in res, res)
+    res, ts = call("returns")
+    expect(res == {"ok": True, "rc": 0, "workspace_bytes": 0}, res)
+    o = ts[1]["offset"]
+    got = values(shm.mm[o:o + R * C * 4], F32)
+    x = values(shm.mm[0:R * C * 4], F32)
+    ref = softmax_ref(x[:C])
+    expect(all(abs(a - b) <= 1e-6 for a, b in zip(got[:C], ref)),
+           "the returned tensor is the output")
+    res, ts = call("returns-f64")
+    expect(not res.get("ok") and "the reference returned torch.float64 "
+           "[5, 33] for output 0, which is torch.float32 [5, 33]" in
+           res.get("error", ""), res)
+    res, p = bench(["returns"])
+    expect(res.get("ok") and res.get("rc") == 0 and not p.bad, (res, p.bad))
+
+
 test("hello: the device, backend triton, ABI 1", test_hello)
 test("call: a correct kernel, every row checked", test_good)
 test("call: f16 and bf16 views", test_half(F16))
@@ -594,6 +638,9 @@ test("warm: the JIT compile step, and its failure names the case",
      test_warm)
 test("ceilings", test_ceilings)
 test("bad requests are errors", test_errors)
+test("a kernel returns no tensor: that is a reference's", test_returns_refused)
+test("reference role: a returned tensor is the output, copied after the "
+     "timed interval, of the output's dtype and shape", test_reference)
 
 r.stop()
 print("1..%d" % count)
