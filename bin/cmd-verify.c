@@ -23,8 +23,9 @@ static const char usage_verify[] =
 
 static const char usage_bench[] =
 	"usage: git autokernel bench [<rev> | --index | <dir>] [--against <rev>]\n"
-	"                            [--dtype D] [--shape S | --all-shapes]\n"
-	"                            [--threshold P] [--torch [--record]] [--json]\n"
+	"                            [--dtype D] [--shape S] [--all-shapes]\n"
+	"                            [--threshold P] [--torch [--record]]\n"
+	"                            [--json]\n"
 	"\n"
 	"Times the kernel at its bench shape beside a copy of the op's minimum\n"
 	"traffic (its floor).  With --against, times both interleaved and\n"
@@ -313,6 +314,9 @@ static int bench_one_shape(struct judge *j, struct candidate *c,
 	json_object_set_new(res, "weight", json_real(w->weight));
 	if (t && t->ok)
 		bench_torch(t, j, &c->p, w, res, said);
+	else if (t)
+		json_object_set_new(res, "torch", json_pack("{s:s}", "absent",
+							    t->why.buf));
 	if (!o->json)
 		print_bench(res, labels, n);
 	json_array_append_new(all, res);
@@ -419,8 +423,9 @@ static void torch_start(struct torchref *t, const struct problem *p, int json)
 		fprintf(stderr, "bench: no torch.compile column: %s\n",
 			t->why_compile.buf);
 	if (!json)
-		printf("beside PyTorch %s%s\n", t->version, t->compile ?
-		       ", eager and torch.compile" : "");
+		printf("beside PyTorch %s on %s%s\n", t->version,
+		       torchref_device(t), t->compile ?
+		       ": eager and torch.compile" : "");
 }
 
 /* The note's "torch": PyTorch's figures at each shape that has them. */
@@ -456,10 +461,11 @@ static json_t *torch_record(json_t *all, const struct torchref *t,
 			json_object_del(row, "no_compile");
 		json_array_append_new(shapes, row);
 	}
-	rec = json_pack("{s:s,s:s,s:s,s:s,s:o}", "by",
+	rec = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "by",
 			"git autokernel bench --torch", "torch", t->version,
-			"device", judge_device_name(j), "tool", AK_VERSION,
-			"shapes", shapes);
+			"device", judge_device_name(j), "torch_device",
+			torchref_device(t), "tool", AK_VERSION, "shapes",
+			shapes);
 	if (!t->compile)
 		json_object_set_new(rec, "no_compile",
 				    json_string(t->why_compile.buf));

@@ -86,6 +86,14 @@ cleanup:
 	return ret;
 }
 
+const char *torchref_device(const struct torchref *t)
+{
+	const char *name = json_string_value(json_object_get(t->r.hello,
+							      "name"));
+
+	return name ? name : "unknown device";
+}
+
 /* The benchmark of slots[0..n-1] at s, with the device's lock. */
 static int timed(struct torchref *t, struct judge *j, const struct problem *p,
 		 const struct shape *s, enum ak_dtype dt, int n, json_t **res,

@@ -60,6 +60,9 @@ int torchref_ready(struct torchref *t, const struct problem *p);
 json_t *torchref_bench(struct torchref *t, struct judge *j,
 		       const struct problem *p, const struct shape *s,
 		       enum ak_dtype dt);
+/* The device PyTorch runs on, from its runner's hello: "fake device
+ * (CPU)" beside a host kernel. */
+const char *torchref_device(const struct torchref *t);
 /* fig beside a kernel of kernel_us whose floor was floor_us. */
 void torchref_relate(json_t *fig, double kernel_us, double floor_us);
 void torchref_release(struct torchref *t);

@@ -3,7 +3,8 @@
 # in the same run as the kernel, by a runner of its own under the
 # harness's rules (on the host backend: the Python runner's fake device,
 # CPU torch); --json and --record carry the figures, report shows them;
-# every reference passes the harness's checks; a wrong one is caught; no
+# every reference passes the harness's checks, and the op() its
+# torch.compile twin compiles agrees with it; a wrong one is caught; no
 # torch means no column, said once.
 . "$(dirname "$0")/lib.sh"
 
@@ -136,6 +137,11 @@ test_expect_success 'every op: PyTorch passes the checks of every timed call' '
 			assert t[\"eager\"][\"median_us\"] > 0 and t[\"checked\"][\"calls\"] > 0, t" ||
 		{ echo "$d:"; cat $d.err; return 1; }
 	done
+'
+
+test_expect_success 'what torch.compile would compile computes what eager does' '
+	"$TORCH_PY" "$TEST_DIR/torch-ref-ops.py" "$SRC_DIR/python" >ops.out ||
+	{ grep -v "^ok" ops.out; false; }
 '
 
 test_expect_success 'a reference that computes the wrong thing is caught' '

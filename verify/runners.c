@@ -66,8 +66,8 @@ static void python_device(struct strvec *env, const char *backend)
 
 	if (!strcmp(backend, "torch-host"))
 		dev = "fake";
-	else if (!strcmp(backend, "torch-cuda") || !strcmp(backend, "torch-hip"))
-		dev = "cuda";
+	else if (strcmp(backend, "torch-triton") && strcmp(backend, "triton"))
+		dev = "cuda";       /* torch-cuda, torch-hip */
 	if (dev && *dev)
 		strvec_pushf(env, "AUTOKERNEL_TRITON_DEVICE=%s", dev);
 }

@@ -47,7 +47,7 @@ def compile_unavailable():
     return None
 
 
-def compiled(op):
+def compile_kernel(op):
     """ak_kernel(a) of op() through torch.compile (default mode, static
     shapes: a graph compiled for each shape, as a model's fixed shapes
     get).  Raises where torch.compile is not timed."""

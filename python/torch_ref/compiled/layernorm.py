@@ -1,5 +1,9 @@
-"""layernorm through torch.compile: torch_ref/layernorm.py's op(), compiled."""
+"""
+layernorm through torch.compile: the op() of
+torch_ref/layernorm.py, compiled (torch_ref.compile_kernel(); importing
+this raises where torch.compile is not timed).
+"""
 import torch_ref
 from torch_ref.layernorm import op
 
-ak_kernel = torch_ref.compiled(op)
+ak_kernel = torch_ref.compile_kernel(op)

@@ -1,5 +1,9 @@
-"""matmul through torch.compile: torch_ref/matmul.py's op(), compiled."""
+"""
+matmul through torch.compile: the op() of
+torch_ref/matmul.py, compiled (torch_ref.compile_kernel(); importing
+this raises where torch.compile is not timed).
+"""
 import torch_ref
 from torch_ref.matmul import op
 
-ak_kernel = torch_ref.compiled(op)
+ak_kernel = torch_ref.compile_kernel(op)

@@ -1,5 +1,9 @@
-"""reduce through torch.compile: torch_ref/reduce.py's op(), compiled."""
+"""
+reduce through torch.compile: the op() of
+torch_ref/reduce.py, compiled (torch_ref.compile_kernel(); importing
+this raises where torch.compile is not timed).
+"""
 import torch_ref
 from torch_ref.reduce import op
 
-ak_kernel = torch_ref.compiled(op)
+ak_kernel = torch_ref.compile_kernel(op)
