@@ -487,13 +487,15 @@ static int bench_record(const struct candidate *c, json_t *all,
 	}
 	rec = torch_record(all, t, j);
 	n = json_array_size(json_object_get(rec, "shapes"));
-	if (!n || git_oid_fromstr(&id, c->commit) < 0) {
+	if (!n) {
 		fprintf(stderr, "bench: nothing recorded: PyTorch has no "
 			"figure at any shape\n");
 		json_decref(rec);
 		return 0;
 	}
-	ret = note_set(&id, "torch", rec);
+	ret = git_oid_fromstr(&id, c->commit) < 0 ?
+		error("bad commit id '%s'", c->commit) :
+		note_set(&id, "torch", rec);
 	if (!ret)
 		fprintf(stderr, "bench: recorded PyTorch's figures at %zu "
 			"shape%s in the note of %s\n", n, n > 1 ? "s" : "",
