@@ -95,10 +95,11 @@ static int runner_files(struct runner *r)
 
 /*
  * The runner's cell: it reads the toolchain (the GPU runtime's libraries
- * are there; for triton, the interpreter's), its own directory and the
- * built kernels, opens the GPU, and writes its scratch directory and the
- * tensors' file (and the trace file, when tracing; for triton, Triton's
- * cache).
+ * are there; for the Python runner, triton's and PyTorch's, the
+ * interpreter's), its own directory and the built kernels, opens the GPU
+ * (not beside a host kernel), and writes its scratch directory and the
+ * tensors' file (and the trace file, when tracing; for the Python
+ * runner, Triton's cache, and for PyTorch's, Inductor's).
  */
 static void runner_cell(struct cell *cell, struct runner *r)
 {
