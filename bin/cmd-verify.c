@@ -271,32 +271,44 @@ static int bench_plan(struct work *w, int *n, const struct problem *p,
 	return 0;
 }
 
-/* PyTorch beside the kernel at w, into res; why it has no figure there
- * on stderr, unless it said the same at the shape before. */
+/* Why PyTorch has no figure of what at res's shape, on stderr, unless
+ * it said the same at the shape before (said). */
+static void say_absent(json_t *res, const char *what, const char *why,
+		       struct strbuf *said)
+{
+	if (!why || !strcmp(said->buf, why))
+		return;
+	fprintf(stderr, "bench: no %s figure at %s %s: %s\n", what,
+		json_string_value(json_object_get(res, "shape")),
+		json_string_value(json_object_get(res, "dtype")), why);
+	strbuf_reset(said);
+	strbuf_addstr(said, why);
+}
+
+/* PyTorch beside the kernel at w, into res; said[0] and said[1]: what
+ * was last said of eager and of torch.compile. */
 static void bench_torch(struct torchref *t, struct judge *j,
 			const struct problem *p, const struct work *w,
 			json_t *res, struct strbuf *said)
 {
 	json_t *fig = torchref_bench(t, j, p, &w->s, w->dt);
-	const char *absent = json_string_value(json_object_get(fig, "absent"));
 
 	torchref_relate(fig, median_of(json_array_get(json_object_get(res,
 							"kernels"), 0)),
 			json_number_value(json_object_get(res, "floor_us")));
 	json_object_set_new(res, "torch", fig);
-	if (!absent || !strcmp(said->buf, absent))
-		return;
-	fprintf(stderr, "bench: no PyTorch figure at %s %s: %s\n",
-		json_string_value(json_object_get(res, "shape")),
-		json_string_value(json_object_get(res, "dtype")), absent);
-	strbuf_reset(said);
-	strbuf_addstr(said, absent);
+	say_absent(res, "PyTorch", json_string_value(json_object_get(fig,
+							"absent")), &said[0]);
+	/* where torch.compile works but not at this shape */
+	if (t->compile)
+		say_absent(res, "torch.compile", json_string_value(
+			json_object_get(fig, "no_compile")), &said[1]);
 }
 
 static int bench_one_shape(struct judge *j, struct candidate *c,
 			   const struct bench_opts *o, const struct work *w,
 			   int n, const char *const *labels, json_t *all,
-			   struct torchref *t, struct strbuf *said)
+			   struct torchref *t, struct strbuf said[2])
 {
 	static const int slots[] = { 0, 1 };
 	struct strbuf verdict = STRBUF_INIT;
@@ -546,7 +558,7 @@ int cmd_bench(int argc, char **argv)
 	struct candidate c = CANDIDATE_INIT, base = CANDIDATE_INIT;
 	struct judge j = JUDGE_INIT;
 	struct torchref t = TORCHREF_INIT;
-	struct strbuf said = STRBUF_INIT;
+	struct strbuf said[2] = { STRBUF_INIT, STRBUF_INIT };
 	const char *labels[2];
 	json_t *all = json_array(), *out;
 	struct work plan[2 * AK_OP_MAX_SHAPES];
@@ -586,7 +598,7 @@ int cmd_bench(int argc, char **argv)
 	}
 	for (int s = 0; !rc && s < np; s++)
 		rc = bench_one_shape(&j, &c, &o, &plan[s], n, labels, all,
-				     o.torch ? &t : NULL, &said);
+				     o.torch ? &t : NULL, said);
 	if (rc) {
 		rc = env_rc(&o, rc);
 		goto cleanup;
@@ -606,6 +618,7 @@ cleanup:
 	judge_stop(&j);
 	candidate_release(&c);
 	candidate_release(&base);
-	strbuf_release(&said);
+	strbuf_release(&said[0]);
+	strbuf_release(&said[1]);
 	return rc;
 }
