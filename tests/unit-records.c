@@ -1,7 +1,9 @@
 /*
  * unit-records.c: what lands in git, written by several processes at
  * once (two worktrees' runs share refs/notes/autokernel and the attempts
- * refs): every note and every attempt lands, none is lost to a race.
+ * refs): every note and every attempt lands, none is lost to a race;
+ * keys set in one note at once by several processes (note_set()) all
+ * land.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,10 +66,54 @@ static void writer(const git_oid *ids, int w)
 	_exit(bad);
 }
 
+/* Keys "<w>.<i>" into the note of id, as bench --record sets "torch". */
+static void setter(const git_oid *id, int w)
+{
+	int bad = 0;
+
+	repo_close();
+	for (int i = 0; i < EACH; i++) {
+		json_t *v = json_integer(i);
+		char key[32];
+
+		snprintf(key, sizeof(key), "%d.%d", w, i);
+		bad |= note_set(id, key, v) < 0;
+		json_decref(v);
+	}
+	repo_close();
+	_exit(bad);
+}
+
+/* WRITERS processes set EACH keys each in the note of id: 1 if all
+ * land and the note's "writer" stays. */
+static int keys_race(const git_oid *id)
+{
+	json_t *note;
+	int all_ok = 1, keys;
+
+	fflush(stdout);
+	for (int w = 0; w < WRITERS; w++)
+		if (fork() == 0)
+			setter(id, w);
+	for (int w = 0; w < WRITERS; w++) {
+		int st;
+
+		wait(&st);
+		all_ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	}
+	note = note_read(id);
+	keys = (int)json_object_size(note);
+	all_ok &= keys == WRITERS * EACH + 2 &&
+		json_object_get(note, "writer") != NULL;
+	json_decref(note);
+	return all_ok;
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/ak-unit-records-XXXXXX";
-	git_oid ids[WRITERS * EACH];
+	git_oid ids[WRITERS * EACH], lone;
+	json_t *one;
 	git_repository *init = NULL;
 	struct attempt *list = NULL;
 	int made = 0, all_ok = 1, found = 0, n;
@@ -107,6 +153,12 @@ int main(void)
 	   "attempts 1..%d, each its own number (%d listed)", WRITERS * EACH,
 	   n);
 	free(list);
+	ok(keys_race(&ids[0]), "%d processes set %d keys each in one note: "
+	   "all are there, and what it held", WRITERS, EACH);
+	one = json_integer(1);
+	ok(make_commit(&lone, -1) == 0 && note_set(&lone, "k", one) < 0,
+	   "a commit without a note gets no key");
+	json_decref(one);
 	repo_close();
 	remove_tree(dir);
 	return tap_done();
