@@ -244,6 +244,27 @@ static int object_path(struct strbuf *so, struct strbuf *dir,
 	return ret;
 }
 
+/* Runs the build step c (its output into log), under a time limit; 0,
+ * or -1 with status saying how it ended ("nvcc exited with 2"). */
+static int run_step(struct child *c, struct strbuf *log, struct strbuf *status,
+		    int timeout_ms)
+{
+	char why[128];
+	int rc;
+
+	c->capture = 1;
+	c->merge_err = 1;
+	c->no_stdin = 1;
+	c->timeout_ms = timeout_ms;
+	rc = run_child(c);
+	strbuf_add(log, c->out.buf, c->out.len);
+	if (!rc)
+		return 0;
+	child_describe(c, rc, why, sizeof(why));
+	strbuf_addf(status, "%s %s", c->args.v[0], why);
+	return -1;
+}
+
 /*
  * Triton's build step here: there is no compiler to run before the
  * device.  The interpreter that imports torch checks the kernel's syntax
@@ -259,8 +280,7 @@ static int build_python(struct strbuf *so, struct strbuf *log,
 	struct child c = CHILD_INIT;
 	struct strbuf dir = STRBUF_INIT;
 	const char *py = python_torch(log);
-	char why[128];
-	int rc, ret;
+	int ret;
 
 	if (!py)
 		return -2;
@@ -271,15 +291,7 @@ static int build_python(struct strbuf *so, struct strbuf *log,
 	if (ret || *cached)
 		goto cleanup;
 	strvec_push(&c.args, src);
-	c.capture = 1;
-	c.merge_err = 1;
-	c.no_stdin = 1;
-	c.timeout_ms = timeout_ms;
-	rc = run_child(&c);
-	strbuf_add(log, c.out.buf, c.out.len);
-	if (rc != 0) {
-		child_describe(&c, rc, why, sizeof(why));
-		strbuf_addf(status, "%s %s", py, why);
+	if (run_step(&c, log, status, timeout_ms) < 0) {
 		ret = -1;
 	} else if (store_copy(src, so->buf) < 0) {
 		strbuf_addstr(status, "unable to store the kernel");
@@ -300,8 +312,7 @@ int build_kernel(struct strbuf *so, struct strbuf *log, struct strbuf *status,
 	struct strbuf inc = STRBUF_INIT, dir = STRBUF_INIT, tmp = STRBUF_INIT;
 	char *scratch = NULL;
 	static int swept;
-	char why[128];
-	int rc, ret = 0;
+	int ret = 0;
 
 	*cached = 0;
 	if (!strcmp(backend, "triton"))
@@ -329,15 +340,7 @@ int build_kernel(struct strbuf *so, struct strbuf *log, struct strbuf *status,
 		build_cell(&cell, c.args.v[0], inc.buf, src, scratch);
 		c.cell = &cell;
 	}
-	c.capture = 1;
-	c.merge_err = 1;
-	c.no_stdin = 1;
-	c.timeout_ms = timeout_ms;
-	rc = run_child(&c);
-	strbuf_add(log, c.out.buf, c.out.len);
-	if (rc != 0) {
-		child_describe(&c, rc, why, sizeof(why));
-		strbuf_addf(status, "%s %s", c.args.v[0], why);
+	if (run_step(&c, log, status, timeout_ms) < 0) {
 		ret = -1;
 	} else if (rename(tmp.buf, so->buf) < 0) {
 		ret = error_errno("unable to store '%s'", so->buf);
