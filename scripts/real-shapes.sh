@@ -1,0 +1,62 @@
+#!/bin/sh
+# scripts/real-shapes.sh OUTDIR [OP...]: issue 20's shapes through the
+# tool on a GPU.  Each op's CUDA starter is started in a scratch
+# repository with the list below as its workload (equal weights), then
+# `bench --torch --json` times it beside PyTorch (eager, and
+# torch.compile where it works) and the same-size copy at every shape, in
+# f16 and bf16: OUTDIR/<op>-<dtype>.json, with each start's output and
+# bench's stderr beside them.  scripts/shapes-table.py OUTDIR makes the
+# tables of doc/results/h200/shapes.md from them.
+#
+#   PATH=/tmp/git-autokernel/bin:$PATH scripts/real-shapes.sh $OUT/shapes
+#
+# AUTOKERNEL_BENCH_MS (default 300 here) is each benchmark's budget;
+# BACKEND (cuda) the backend.
+set -u
+out=${1:?usage: scripts/real-shapes.sh OUTDIR [OP...]}
+shift
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+export AUTOKERNEL_BENCH_MS=${AUTOKERNEL_BENCH_MS:-300}
+backend=${BACKEND:-cuda}
+repo=$(mktemp -d "${TMPDIR:-/tmp}/real-shapes-XXXXXX") || exit 3
+cd "$repo" && git init -q && git commit -q --allow-empty -m init || exit 3
+base=$(git symbolic-ref --short HEAD)
+
+shapes () {
+	case $1 in
+	reduce) echo 1x16777216 8192x8192 4096x128256 ;;
+	softmax) echo 1x32000 32x50257 16x128256 8192x1024 4096x4096 ;;
+	layernorm) echo 8192x768 4096x2048 16384x4096 ;;
+	rmsnorm) echo 1x4096 8192x4096 32768x5120 ;;
+	rotary_embedding) echo 8x8x2048x64 2x32x1024x128 1x32x4096x128 ;;
+	cross_entropy) echo 1024x50257 4096x32000 8192x128256 ;;
+	flash_attention) echo 2x32x1024x64 4x16x2048x64 8x32x512x128 \
+		1x32x4096x128 ;;
+	matmul) echo 16x4096x4096 1000x1000x1000 2048x2048x2048 \
+		4096x4096x4096 8192x8192x8192 ;;
+	fused_mlp) echo 512x2048x5504 2048x2048x5504 4096x4096x14336 ;;
+	*) return 1 ;;
+	esac
+}
+
+test $# -gt 0 || set -- reduce softmax layernorm rmsnorm rotary_embedding \
+	cross_entropy flash_attention matmul fused_mlp
+for op; do
+	list=$(shapes "$op") || { echo "unknown op '$op'" >&2; exit 2; }
+	args=
+	for s in $list; do args="$args --shape $s:1"; done
+	git checkout -q "$base"
+	# shellcheck disable=SC2086
+	if ! git autokernel start "$op" --backend "$backend" $args \
+		>"$out/$op-start.log" 2>&1; then
+		echo "$op: start failed (see $op-start.log)"
+		continue
+	fi
+	for dt in f16 bf16; do
+		git autokernel bench --torch --json --dtype "$dt" \
+			>"$out/$op-$dt.json" 2>"$out/$op-$dt.err" ||
+			echo "$op $dt: bench failed (see $op-$dt.err)"
+	done
+	echo "$op: done"
+done
+rm -rf "$repo"
