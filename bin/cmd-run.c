@@ -291,13 +291,14 @@ static void candidate_commit(struct loop_commit *lc, struct watch *w,
 	}
 }
 
-/* The progress line, written at once: workers share the terminal. */
+/* The progress line, written at once: workers share the terminal.  Its
+ * best is the report's, history_best(). */
 static void progress(struct run_state *st, const char *name,
 		     const struct history *h, int number, const char *outcome)
 {
 	static const struct result none = RESULT_INIT;
-	const struct experiment *current = history_current(h);
-	const struct result *best = current ? &current->result : &none;
+	const struct experiment *fastest = history_best(h);
+	const struct result *best = fastest ? &fastest->result : &none;
 	double el = (now_ns() - st->t0) / 1e9, left = -1;
 	struct strbuf line = STRBUF_INIT;
 	char e[32], l[32] = "-";
