@@ -9,6 +9,7 @@
 #include "lib/cell.h"
 #include "lib/records.h"
 #include "lib/repo.h"
+#include "lib/result.h"
 
 static git_tree *commit_tree(const git_oid *commit)
 {
@@ -418,32 +419,25 @@ cleanup:
 	return rc == -1 ? AK_EUSAGE : rc;
 }
 
-static void add_trailers(struct strbuf *msg, json_t *res, int kept)
+static void add_trailers(struct strbuf *msg, const struct result *res,
+			 int kept)
 {
-	json_t *v = json_object_get(res, "verify");
 	char verify[64], t[32], sp[32], rf[32];
 	struct trailer tr[8];
 	int n = 0;
 
-	snprintf(verify, sizeof(verify), "%s %lld/5",
-		 json_is_true(json_object_get(v, "pass")) ? "pass" : "fail",
-		 (long long)json_integer_value(json_object_get(v, "stages_passed")));
-	tr[n++] = (struct trailer){ "Autokernel-Op",
-		json_string_value(json_object_get(res, "op")) };
-	tr[n++] = (struct trailer){ "Autokernel-Backend",
-		json_string_value(json_object_get(res, "backend")) };
-	tr[n++] = (struct trailer){ "Autokernel-Device",
-		json_string_value(json_object_get(json_object_get(res, "device"),
-						  "name")) };
+	snprintf(verify, sizeof(verify), "%s %d/5", res->verify_pass == 1 ?
+		 "pass" : "fail", res->stages_passed);
+	tr[n++] = (struct trailer){ "Autokernel-Op", res->op };
+	tr[n++] = (struct trailer){ "Autokernel-Backend", res->backend };
+	tr[n++] = (struct trailer){ "Autokernel-Device", res->device_name };
 	tr[n++] = (struct trailer){ "Autokernel-Verify", verify };
-	if (json_is_number(json_object_get(res, "time_us"))) {
-		double us = json_number_value(json_object_get(res, "time_us"));
+	if (res->has & RESULT_HAS_TIME_US) {
+		double us = res->time_us;
 
 		snprintf(t, sizeof(t), us < 100 ? "%.2f" : "%.1f", us);
-		snprintf(sp, sizeof(sp), "%.2fx", json_number_value(
-			json_object_get(res, "speedup")));
-		snprintf(rf, sizeof(rf), "%.0f%%", 100 * json_number_value(
-			json_object_get(res, "roofline")));
+		snprintf(sp, sizeof(sp), "%.2fx", res->speedup);
+		snprintf(rf, sizeof(rf), "%.0f%%", 100 * res->roofline);
 		tr[n++] = (struct trailer){ "Autokernel-Time-Us", t };
 		if (kept) {
 			tr[n++] = (struct trailer){ "Autokernel-Speedup", sp };
@@ -465,24 +459,20 @@ static void subject_or_default(struct strbuf *msg, const char *def)
 		strbuf_addstr(msg, def);
 }
 
-void experiment_kept_message(struct strbuf *msg, json_t *res)
+void experiment_kept_message(struct strbuf *msg, const struct result *res)
 {
-	json_t *b = json_object_get(res, "bench");
+	const struct result_bench *b = &res->bench;
 	struct strbuf body = STRBUF_INIT;
 
 	subject_or_default(msg, "unnamed experiment");
-	if (b && !strstr(msg->buf, "\n\nMeasured at ")) {
-		strbuf_addf(&body, "\n\nMeasured at %s %s: %.2f us",
-			    json_string_value(json_object_get(b, "shape")),
-			    json_string_value(json_object_get(b, "dtype")),
-			    med(b, 0));
-		if (json_array_size(json_object_get(b, "kernels")) > 1)
+	if (b->shape && !strstr(msg->buf, "\n\nMeasured at ")) {
+		strbuf_addf(&body, "\n\nMeasured at %s %s: %.2f us", b->shape,
+			    b->dtype, b->median_us[0]);
+		if (b->kernels > 1)
 			strbuf_addf(&body, " against %.2f us for the parent",
-				    med(b, 1));
-		strbuf_addf(&body, ", floor %.2f us (%s). %s.",
-			    json_number_value(json_object_get(b, "floor_us")),
-			    json_string_value(json_object_get(b, "floor_kind")),
-			    json_string_value(json_object_get(res, "verdict")));
+				    b->median_us[1]);
+		strbuf_addf(&body, ", floor %.2f us (%s). %s.", b->floor_us,
+			    b->floor_kind, res->verdict);
 		/* the body goes between the subject and any trailers */
 		strbuf_addbuf(msg, &body);
 	}
@@ -491,12 +481,10 @@ void experiment_kept_message(struct strbuf *msg, json_t *res)
 }
 
 void experiment_attempt_message(struct strbuf *out, const char *msg,
-				json_t *res)
+				const struct result *res)
 {
 	strbuf_addstr(out, msg);
 	subject_or_default(out, "(no message)");
-	strbuf_addf(out, "\n\nRejected (%s): %s",
-		    json_string_value(json_object_get(res, "reason")),
-		    json_string_value(json_object_get(res, "verdict")));
+	strbuf_addf(out, "\n\nRejected (%s): %s", res->reason, res->verdict);
 	add_trailers(out, res, 0);
 }
