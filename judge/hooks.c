@@ -114,6 +114,17 @@ static int cached_verdict(struct staged *s)
 	return 1;
 }
 
+/* What an amend of an unverified HEAD goes through with. */
+static json_t *unverified_result(void)
+{
+	struct result r = RESULT_INIT;
+
+	r.keep = 1;
+	r.status = "unverified";
+	r.verdict = "HEAD is unverified";
+	return result_to_note(&r);
+}
+
 /*
  * A staged tree that is HEAD's changes nothing to judge: an amend that
  * only rewords (or an empty commit).  It goes through with HEAD's result,
@@ -134,8 +145,7 @@ static int same_as_head(struct staged *s)
 		return 0;
 	res = note_read(&s->head);
 	if (!res)
-		res = json_pack("{s:b,s:s,s:s}", "keep", 1, "status",
-				"unverified", "verdict", "HEAD is unverified");
+		res = unverified_result();
 	json_object_set_new(res, "reworded", json_true());
 	fprintf(stderr, "autokernel: the staged tree is HEAD's: nothing to "
 		"judge; the commit keeps HEAD's result\n");

@@ -212,10 +212,6 @@ json_t *result_to_note(const struct result *r)
 	put_real(n, "roofline", r->roofline, r->has & RESULT_HAS_ROOFLINE);
 	put_real(n, "head_ratio", r->head_ratio,
 		 r->has & RESULT_HAS_HEAD_RATIO);
-	put_int(n, "attempt", r->attempt);
-	put_bool(n, "reworded", r->reworded ? 1 : -1);
-	put_bool(n, "approved", r->approved ? 1 : -1);
-	put_string(n, "judged_by", r->judged_by);
 	return n;
 }
 

@@ -1,9 +1,9 @@
 /*
  * result.h: the result of one judgement, as the note of a commit or an
  * attempt holds it (refs/notes/autokernel, records.h), typed.  This is
- * the one place the note's schema is spelled: every reader goes through
- * result_from_note(), and the notes made in one piece through
- * result_to_note().
+ * the one place the note's schema is spelled: every reader of a note (or
+ * of a pending result, the same object before it is a note) goes through
+ * result_from_note(), and a judgement is written by result_to_note().
  *
  *	struct result r = RESULT_INIT;
  *	json_t *note = note_read(&commit_id);   // NULL: unverified
@@ -46,14 +46,16 @@
  *                 ... (its hello)                        .device,
  *                                                        .device_name,
  *                                                        .device_arch
- *   ceilings      the device's measured copy rate and matrix rates
+ *   ceilings      the device and its measured copy and matrix rates:
+ *                 {device, copy_gbps, matrix_tflops, matrix_method}
  *                 (judge_ceilings())                     .ceilings
  *   sandbox       false when judged outside the cell (lib/cell.h)
  *   agent, tokens the run loop's agent and its usage {input, output}
  *                                                        .tokens,
  *                                                        .tokens_in,
  *                                                        .tokens_out
- *   verify        the five stages: {pass, stages_passed, stages, ...}
+ *   verify        the five stages: {pass, stages_passed, stages,
+ *                 seconds, and a failure's verdict}
  *                                                        .verify_pass,
  *                                                        .stages_passed
  *   workload      the interleaved benchmark: {total: {candidate_us,
@@ -64,7 +66,7 @@
  *                 made before workloads: {shape, dtype, weight,
  *                 kernels: [the candidate, HEAD, the baseline, each
  *                 {median_us, q1_us, q3_us, min_us, n, roofline}], copy,
- *                 floor_us, floor_kind, bytes, flops, checked}
+ *                 floor_us, floor_kind, bytes, flops, seed, checked}
  *                                                        .bench
  *   rejudged      {head_ratio, time_us} of the first run of a candidate
  *                 judged again (more than ten times faster than HEAD)
@@ -73,7 +75,7 @@
  *   speedup       the baseline's total over it, or HEAD's when the
  *                 baseline's kernel no longer builds; 1 on the baseline
  *                                                        .speedup
- *   roofline      the floor's total over it                .roofline
+ *   roofline      the floor's total over it              .roofline
  *   head_ratio    HEAD's total over it, timed in the same run: what the
  *                 keep rule decided on; not on the baseline
  *                                                        .head_ratio
@@ -111,10 +113,26 @@
  *
  * A note without "workload" (made before workloads) is one shape of
  * weight 1: its "bench".  A note from trailers has only verify and
- * device.name of the objects: no shapes, an empty bench.  The deciding ratio of a note
- * without "head_ratio" is its bench's, HEAD's median over the
- * candidate's; result_reason() says "noise" for an older note that said
- * "slower" for a verdict within the noise or under minGain.
+ * device.name of the objects: no shapes, an empty bench.  The deciding
+ * ratio of a note without "head_ratio" is its bench's, HEAD's median over
+ * the candidate's; result_reason() says "noise" for an older note that
+ * said "slower" for a verdict within the noise or under minGain.
+ *
+ * WRITING
+ *
+ * judge/staged.c fills in the judgement's fields of a struct result as
+ * it judges, collects the objects of the other parts in r.note, and
+ * makes the note with result_to_note(); judge/hooks.c makes its stand-in
+ * for an unverified HEAD the same way.  Written by key still, and why:
+ * the hooks' and judge-job's own keys (attempt, reworded, approved,
+ * commit, judged_by) are edits of the pending result as the commit goes
+ * through, one key more or, for approved, less, which result_to_note()
+ * cannot take away; judge/loop.c's note is one json_pack(), whose bytes
+ * result_to_note() would match except for a verdict that is not UTF-8,
+ * where json_pack() makes no note at all and result_to_note() one without
+ * the verdict; torch and e2e are objects of their own set into a note
+ * (note_set(), export/e2e.c); and note_from_trailers() reads a commit
+ * message, not a judgement.
  */
 #ifndef RESULT_H
 #define RESULT_H
@@ -132,7 +150,7 @@ struct result_shape {
 
 /* The note's "bench": the first shape's run; zeros and NULLs if none. */
 struct result_bench {
-	const char *shape, *dtype;
+	const char *shape, *dtype;      /* shape NULL: the note has no bench */
 	int kernels;                    /* how many were timed, 0 to 3 */
 	double median_us[3];            /* the candidate, HEAD, baseline */
 	double floor_us;
@@ -182,7 +200,7 @@ struct result {
 	json_t *device, *ceilings, *dtypes, *tokens, *torch, *references;
 	long long tokens_in, tokens_out;
 
-	/* what the hooks added */
+	/* what the hooks added (read only) */
 	int attempt;            /* 0: none */
 	int reworded, approved; /* 1 when true */
 	const char *judged_by;
@@ -201,15 +219,18 @@ struct result {
 int result_from_note(struct result *r, json_t *note);
 
 /*
- * A new note: r.note's keys (none when NULL), then each field that r
- * has set written over them: version above 0; the strings tool to
- * verdict, and judged_by, when not NULL; keep when 0 or 1; the four numbers
- * with their RESULT_HAS_* bit (a number json_real() cannot hold, the
- * infinite time of a kernel with no median, is left out); attempt above
- * 0; reworded and approved when 1.  A field equal to what r.note says is
- * left as r.note has it, so a note read and written back keeps every
- * byte.  The objects (workload, bench, verify, device ...) and the views
- * go through from r.note as they are.  The caller owns the result.
+ * A new note: r.note's keys (none when NULL), then each field of the
+ * judgement that r has set written over them: version above 0; the
+ * strings tool to verdict when not NULL; keep when 0 or 1; the four
+ * numbers with their RESULT_HAS_* bit (a number json_real() cannot hold,
+ * the infinite time of a kernel with no median, is left out).  A field
+ * equal to what r.note says is left as r.note has it, so a note read and
+ * written back keeps every byte.  Everything else goes through from
+ * r.note as it is: the objects (workload, bench, verify, device ...),
+ * and what judge/hooks.c and bin/cmd-judge-job.c add to the pending
+ * result (attempt, reworded, approved, commit, judged_by: keys of its
+ * own, set and removed as the commit goes through).  The caller owns the
+ * result.
  */
 json_t *result_to_note(const struct result *r);
 
