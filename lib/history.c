@@ -57,7 +57,7 @@ static void set_status(struct experiment *e, int first)
 
 	if (e->attempt)
 		e->status = "rejected";
-	else if (!e->note)
+	else if (!e->result.note)
 		e->status = "unverified";
 	else if (e->from_trailers)
 		e->status = first ? "baseline" : "kept";
@@ -71,6 +71,7 @@ static int add(struct history *h, const git_oid *id, const struct attempt *a)
 	git_commit *c = NULL;
 	struct experiment *e;
 	const char *summary;
+	json_t *note;
 
 	if (git_commit_lookup(&c, repo_need(), id) < 0)
 		return -1;
@@ -82,13 +83,14 @@ static int add(struct history *h, const git_oid *id, const struct attempt *a)
 	e->subject = xstrdup(summary ? summary : "");
 	e->message = xstrdup(git_commit_message(c));
 	e->when = (long long)git_commit_time(c);
-	e->note = note_read(id);
-	if (!e->note) {
-		e->note = note_from_trailers(e->message);
-		e->from_trailers = e->note != NULL;
+	note = note_read(id);
+	if (!note) {
+		note = note_from_trailers(e->message);
+		e->from_trailers = note != NULL;
 		h->from_trailers += e->from_trailers;
 	}
-	result_from_note(&e->result, e->note);
+	result_from_note(&e->result, note);
+	json_decref(note);
 	if (a) {
 		e->attempt = a->n;
 		e->ref = xstrdup(a->ref);
@@ -245,7 +247,6 @@ void history_release(struct history *h)
 		free(h->e[i].subject);
 		free(h->e[i].message);
 		free(h->e[i].ref);
-		json_decref(h->e[i].note);
 		result_release(&h->e[i].result);
 	}
 	free(h->e);
@@ -324,33 +325,4 @@ const struct experiment *history_current(const struct history *h)
 		if (!h->e[i].attempt && h->e[i].result.note)
 			current = &h->e[i];
 	return current;
-}
-
-static json_t *shape_row(json_t *b, double weight)
-{
-	json_t *k = json_array_get(json_object_get(b, "kernels"), 0);
-
-	return json_pack("{s:O,s:O,s:f,s:O,s:O,s:O}", "shape",
-			 json_object_get(b, "shape"), "dtype",
-			 json_object_get(b, "dtype"), "weight", weight,
-			 "median_us", json_object_get(k, "median_us"),
-			 "roofline", json_object_get(k, "roofline"),
-			 "floor_us", json_object_get(b, "floor_us"));
-}
-
-json_t *experiment_shapes(json_t *note)
-{
-	json_t *out = json_array(), *sh;
-	json_t *shapes = json_object_get(json_object_get(note, "workload"),
-					 "shapes");
-	json_t *b = json_object_get(note, "bench");
-	size_t i;
-
-	json_array_foreach(shapes, i, sh)
-		json_array_append_new(out, shape_row(sh, json_number_value(
-			json_object_get(sh, "weight"))));
-	if (!json_array_size(out) && json_is_object(b) &&
-	    json_object_get(b, "shape"))
-		json_array_append_new(out, shape_row(b, 1.0));
-	return out;
 }

@@ -36,9 +36,8 @@ struct experiment {
 	const char *status;     /* baseline, kept, rejected, unverified */
 	char *subject;          /* the hypothesis */
 	char *message;
-	json_t *note;           /* NULL when unverified */
-	struct result result;   /* its note read (result.note NULL when
-				 * unverified) */
+	struct result result;   /* its note read; result.note is NULL when
+				 * unverified */
 	int from_trailers;      /* note made from the message's trailers */
 	long long when;         /* commit time */
 };
@@ -98,13 +97,5 @@ int experiment_is_kept(const struct experiment *e);
  */
 const struct experiment *history_best(const struct history *h);
 const struct experiment *history_current(const struct history *h);
-
-/*
- * The shapes a note was timed at: [{shape, dtype, weight, median_us,
- * roofline, floor_us}], one per workload shape (one, weight 1, for a
- * note of a single bench shape); an empty array when none.  The caller
- * json_decref()s it.
- */
-json_t *experiment_shapes(json_t *note);
 
 #endif
