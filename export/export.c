@@ -422,13 +422,14 @@ static json_t *note_facts(const struct result *r)
 {
 	int v = r->verify_pass >= 0;
 
-	return json_pack("{s:s?, s:o, s:o, s:{s:o, s:o}}",
-		"status", r->status,
-		"time_us", real_or_null(r->time_us, r->has & RESULT_HAS_TIME_US),
-		"speedup", real_or_null(r->speedup, r->has & RESULT_HAS_SPEEDUP),
-		"verify", "pass", v ? json_boolean(r->verify_pass) : json_null(),
-		"stages_passed", v ? json_integer(r->stages_passed) :
-		json_null());
+	return json_pack("{s:s?, s:o, s:o, s:{s:o, s:o}}", "status", r->status,
+			 "time_us", real_or_null(r->time_us,
+						 r->has & RESULT_HAS_TIME_US),
+			 "speedup", real_or_null(r->speedup,
+						 r->has & RESULT_HAS_SPEEDUP),
+			 "verify", "pass", v ? json_boolean(r->verify_pass) :
+			 json_null(), "stages_passed", v ?
+			 json_integer(r->stages_passed) : json_null());
 }
 
 /* The manifest's entry of a kernel, from its problem.json (raw, and

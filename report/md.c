@@ -234,11 +234,13 @@ static void results(struct strbuf *sb, const struct report *r)
 			   r->tip->result.roofline);
 	if (r->best)
 		result_row(sb, "**best**", r->best, r->best_us,
-			   report_speedup(r, r->best), r->best->result.roofline);
+			   report_speedup(r, r->best),
+			   r->best->result.roofline);
 	if (r->floor_us > 0) {
 		struct strbuf what = STRBUF_INIT;
 
-		strbuf_addf(&what, "floor: %s", or_unknown(r->bench.floor_kind));
+		strbuf_addf(&what, "floor: %s",
+			    or_unknown(r->bench.floor_kind));
 		if (r->bench.bytes > 0)
 			strbuf_addf(&what, " of %.1f MB", r->bench.bytes / 1e6);
 		result_row(sb, what.buf, NULL, r->floor_us, 0, 1);

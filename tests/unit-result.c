@@ -179,6 +179,21 @@ static void test_made(void)
 	json_decref(made);
 	ok(result_from_note(&r, NULL) == -1 && r.keep == -1 && !r.note,
 	   "no note: nothing known");
+	r.note = json_pack("{s:{s:s},s:n}", "device", "name", "cpu", "head");
+	r.keep = 1;
+	r.status = "kept";
+	r.time_us = 2;
+	r.has = RESULT_HAS_TIME_US;
+	made = result_to_note(&r);
+	b = dump(made);
+	ok(!strcmp(b, "{\n \"device\": {\n  \"name\": \"cpu\"\n },\n"
+		   " \"head\": null,\n \"keep\": true,\n \"status\": "
+		   "\"kept\",\n \"time_us\": 2.0\n}"),
+	   "the fields over the objects collected beside them");
+	ok(json_object_size(r.note) == 2, "which are not changed");
+	free(b);
+	json_decref(made);
+	result_release(&r);
 	free(a);
 	json_decref(hand);
 }
