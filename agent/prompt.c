@@ -398,74 +398,64 @@ cleanup:
 
 /* ---- the branch's state ---- */
 
-static const struct experiment *best_of(const struct history *h)
-{
-	const struct experiment *best = NULL;
-
-	for (size_t i = 0; i < h->nr; i++)
-		if (!h->e[i].attempt && h->e[i].note)
-			best = &h->e[i];
-	return best;
-}
-
 /* With several shapes, each one's time, weight and share of its floor. */
-static void add_shapes(struct strbuf *sb, json_t *note)
+static void add_shapes(struct strbuf *sb, const struct result *res)
 {
-	json_t *shapes = json_object_get(json_object_get(note, "workload"),
-					 "shapes"), *sh;
-	size_t i;
-
-	if (json_array_size(shapes) < 2)
+	if (res->nr_shapes < 2)
 		return;
 	strbuf_addstr(sb, "By shape (the first is the one above):\n");
-	json_array_foreach(shapes, i, sh) {
-		json_t *k = json_array_get(json_object_get(sh, "kernels"), 0);
+	for (size_t i = 0; i < res->nr_shapes; i++) {
+		const struct result_shape *sh = &res->shapes[i];
 
 		strbuf_addf(sb, "- %s %s, weight %.2f: %.2f us, floor %.2f us "
-			    "(%.0f%% of it)\n", jstr(sh, "shape"),
-			    jstr(sh, "dtype"), jnum(sh, "weight"),
-			    jnum(k, "median_us"), jnum(sh, "floor_us"),
-			    100 * jnum(k, "roofline"));
+			    "(%.0f%% of it)\n", sh->shape, sh->dtype,
+			    sh->weight, sh->median_us, sh->floor_us,
+			    100 * sh->roofline);
 	}
 }
 
+/*
+ * The current best is history_current(), the newest kept commit with a
+ * note, not history_best(): the candidate is the tip's kernel edited and
+ * is judged against the tip, so the tip's time is the one to beat (an
+ * older, faster commit's would be the wrong bar).
+ */
 static void add_standing(struct strbuf *sb, const struct agent_context *ctx)
 {
-	const struct experiment *e = best_of(ctx->h);
-	json_t *n = e ? e->note : NULL, *b = json_object_get(n, "bench");
-	const char *kind = jstr(b, "floor_kind");
-	double t = jnum(n, "time_us"), roof = jnum(n, "roofline");
+	static const struct result none = RESULT_INIT;
+	const struct experiment *e = history_current(ctx->h);
+	const struct result *res = e ? &e->result : &none;
+	const struct result_bench *b = &res->bench;
+	double t = res->time_us, roof = res->roofline;
 	double gain = config_min_gain();
 
 	strbuf_addstr(sb, "## Where the kernel stands\n\n");
-	if (!n || t <= 0) {
+	if (!e || t <= 0) {
 		strbuf_addstr(sb, "No measurement yet.\n\n");
 		return;
 	}
 	strbuf_addf(sb, "Current best (%.7s, \"%s\"): %.2f us ",
 		    git_oid_tostr_s(&e->id), e->subject, t);
-	if (json_array_size(json_object_get(json_object_get(n, "workload"),
-					    "shapes")) > 1)
+	if (res->nr_shapes > 1)
 		strbuf_addstr(sb, "weighted over the workload's shapes");
 	else
-		strbuf_addf(sb, "at %s %s", jstr(b, "shape"), jstr(b, "dtype"));
+		strbuf_addf(sb, "at %s %s", b->shape, b->dtype);
 	if (ctx->h->baseline_us > 0)
 		strbuf_addf(sb, "; the baseline took %.2f us (%.2fx)",
 			    ctx->h->baseline_us, ctx->h->baseline_us / t);
 	strbuf_addf(sb, ".\nFloor: %.2f us (%s), so the kernel runs at %.0f%% "
-		    "of the speed of light; ", jnum(b, "floor_us"),
-		    kind && !strcmp(kind, "matrix") ?
+		    "of the speed of light; ", b->floor_us,
+		    b->floor_kind && !strcmp(b->floor_kind, "matrix") ?
 		    "its flops at the measured matrix rate: compute-bound" :
 		    "a device copy of its minimum traffic: memory-bound",
 		    100 * roof);
-	add_shapes(sb, n);
-	if (ctx->p->op->compute_bound && jnum(b, "flops") > 0)
+	add_shapes(sb, res);
+	if (ctx->p->op->compute_bound && b->flops > 0)
 		strbuf_addf(sb, "it does %.3g GFLOP, %.1f TFLOP/s achieved.\n",
-			    jnum(b, "flops") / 1e9, jnum(b, "flops") / t / 1e6);
-	else if (jnum(b, "bytes") > 0)
+			    b->flops / 1e9, b->flops / t / 1e6);
+	else if (b->bytes > 0)
 		strbuf_addf(sb, "it moves %.3g MB at least, %.3g GB/s "
-			    "achieved.\n", jnum(b, "bytes") / 1e6,
-			    jnum(b, "bytes") / t / 1e3);
+			    "achieved.\n", b->bytes / 1e6, b->bytes / t / 1e3);
 	else
 		strbuf_addch(sb, '\n');
 	strbuf_addf(sb, "To be kept a candidate must run in under about "
@@ -559,7 +549,7 @@ static void add_history(struct strbuf *sb, const struct agent_context *ctx)
 		strbuf_addf(sb, "(%zu older experiments not shown)\n", from);
 	for (size_t i = from; i < h->nr; i++) {
 		const struct experiment *e = &h->e[i];
-		json_t *n = e->note;
+		const struct result *res = &e->result;
 		const char *reason = experiment_reason(e);
 
 		strbuf_addf(sb, "- #%zu ", i);
@@ -569,14 +559,13 @@ static void add_history(struct strbuf *sb, const struct agent_context *ctx)
 			strbuf_addf(sb, "%s %.7s", e->status,
 				    git_oid_tostr_s(&e->id));
 		strbuf_addf(sb, ": %s", e->subject);
-		if (jnum(n, "time_us") > 0)
+		if (res->time_us > 0)
 			strbuf_addf(sb, " | %.2f us, %.0f%% of floor",
-				    jnum(n, "time_us"),
-				    100 * jnum(n, "roofline"));
+				    res->time_us, 100 * res->roofline);
 		if (e->attempt) {
 			strbuf_addstr(sb, " | ");
-			verdict_line(sb, jstr(n, "verdict") ?
-				     jstr(n, "verdict") : "no verdict", 240);
+			verdict_line(sb, res->verdict ? res->verdict :
+				     "no verdict", 240);
 		}
 		strbuf_addch(sb, '\n');
 	}
@@ -627,13 +616,13 @@ static void add_last_failure(struct strbuf *sb, const struct agent_context *ctx)
 	if (!e || !e->attempt)
 		return;
 	reason = experiment_reason(e);
-	verdict = jstr(e->note, "verdict");
+	verdict = e->result.verdict;
 	strbuf_addf(sb, "## The last experiment (#%zu) was rejected\n\n"
 		    "Hypothesis: %s\nReason: %s\n", h->nr - 1, e->subject,
 		    *reason ? reason : "unknown");
 	/* the figure that decided: the best's median over the candidate's,
 	 * timed interleaved in the same run */
-	t = jnum(e->note, "time_us");
+	t = e->result.time_us;
 	ratio = experiment_head_ratio(e);
 	if ((!strcmp(reason, "slower") || !strcmp(reason, "noise")) &&
 	    t > 0 && ratio > 0)
@@ -659,14 +648,14 @@ static void add_last_failure(struct strbuf *sb, const struct agent_context *ctx)
 static void add_kernel(struct strbuf *sb, const struct agent_context *ctx)
 {
 	struct strbuf text = STRBUF_INIT;
-	const struct experiment *e = best_of(ctx->h);
+	const struct experiment *e = history_current(ctx->h);
 
 	if (strbuf_read_file(&text, ctx->kernel_path) < 0)
 		return;
 	strbuf_addf(sb, "## The current kernel: %s", ctx->kernel_rel);
-	if (e && jnum(e->note, "time_us") > 0)
+	if (e && e->result.time_us > 0)
 		strbuf_addf(sb, " (the best so far, %.2f us)",
-			    jnum(e->note, "time_us"));
+			    e->result.time_us);
 	strbuf_addstr(sb, "\n\n");
 	add_block(sb, fence_lang(ctx->kernel_rel), text.buf);
 	strbuf_release(&text);

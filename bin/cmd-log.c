@@ -21,15 +21,16 @@ static const char usage_log[] =
 
 #define ROW_FMT "%4s  %-7s %-9s %-9s %-10s %10s %8s %8s %6s  %s\n"
 
-static double num(json_t *note, const char *key)
+/* key to x when the note has it (has) */
+static void set_real(json_t *o, const char *key, double x, unsigned has)
 {
-	json_t *v = json_object_get(note, key);
-
-	return json_is_number(v) ? json_number_value(v) : -1;
+	if (has)
+		json_object_set_new(o, key, json_real(x));
 }
 
 static json_t *row_json(const struct experiment *e)
 {
+	const struct result *res = &e->result;
 	json_t *r = json_pack("{s:s,s:s,s:s,s:I}", "commit",
 			      git_oid_tostr_s(&e->id), "status", e->status,
 			      "hypothesis", e->subject, "time", e->when);
@@ -39,20 +40,22 @@ static json_t *row_json(const struct experiment *e)
 		json_object_set_new(r, "attempt", json_integer(e->attempt));
 		json_object_set_new(r, "ref", json_string(e->ref));
 	}
-	if (!e->note)
+	if (!res->note)
 		return r;
 	json_object_set_new(r, "source", json_string(e->from_trailers ?
 						     "trailers" : "note"));
-	json_object_set(r, "verdict", json_object_get(e->note, "verdict"));
+	if (res->verdict)
+		json_object_set_new(r, "verdict", json_string(res->verdict));
 	if (*experiment_reason(e))
 		json_object_set_new(r, "reason",
 				    json_string(experiment_reason(e)));
-	json_object_set(r, "time_us", json_object_get(e->note, "time_us"));
-	json_object_set(r, "speedup", json_object_get(e->note, "speedup"));
+	set_real(r, "time_us", res->time_us, res->has & RESULT_HAS_TIME_US);
+	set_real(r, "speedup", res->speedup, res->has & RESULT_HAS_SPEEDUP);
 	if (ratio > 0)
 		json_object_set_new(r, "head_ratio", json_real(ratio));
-	json_object_set(r, "roofline", json_object_get(e->note, "roofline"));
-	json_object_set(r, "tokens", json_object_get(e->note, "tokens"));
+	set_real(r, "roofline", res->roofline, res->has & RESULT_HAS_ROOFLINE);
+	if (res->tokens)
+		json_object_set(r, "tokens", res->tokens);
 	return r;
 }
 
@@ -62,8 +65,8 @@ static void print_row(int i, const struct experiment *e)
 {
 	char n[16], id[8], t[16] = "-", sp[16] = "-", vs[16] = "-";
 	char rf[16] = "-";
-	double us = num(e->note, "time_us"), s = num(e->note, "speedup");
-	double r = num(e->note, "roofline"), ratio = experiment_head_ratio(e);
+	double us = e->result.time_us, s = e->result.speedup;
+	double r = e->result.roofline, ratio = experiment_head_ratio(e);
 
 	snprintf(n, sizeof(n), "%d", i);
 	git_oid_tostr(id, sizeof(id), &e->id);
@@ -85,10 +88,8 @@ static void print_tokens(const struct history *h)
 	long long in = 0, out = 0;
 
 	for (size_t i = 0; i < h->nr; i++) {
-		json_t *t = json_object_get(h->e[i].note, "tokens");
-
-		in += json_integer_value(json_object_get(t, "input"));
-		out += json_integer_value(json_object_get(t, "output"));
+		in += h->e[i].result.tokens_in;
+		out += h->e[i].result.tokens_out;
 	}
 	if (in || out)
 		printf("tokens: %lld in, %lld out\n", in, out);

@@ -291,21 +291,14 @@ static void candidate_commit(struct loop_commit *lc, struct watch *w,
 	}
 }
 
-static json_t *best_note(const struct history *h)
-{
-	json_t *best = NULL;
-
-	for (size_t i = 0; i < h->nr; i++)
-		if (!h->e[i].attempt && h->e[i].note)
-			best = h->e[i].note;
-	return best;
-}
-
-/* The progress line, written at once: workers share the terminal. */
+/* The progress line, written at once: workers share the terminal.  Its
+ * best is the report's, history_best(). */
 static void progress(struct run_state *st, const char *name,
 		     const struct history *h, int number, const char *outcome)
 {
-	json_t *best = best_note(h);
+	static const struct result none = RESULT_INIT;
+	const struct experiment *fastest = history_best(h);
+	const struct result *best = fastest ? &fastest->result : &none;
 	double el = (now_ns() - st->t0) / 1e9, left = -1;
 	struct strbuf line = STRBUF_INIT;
 	char e[32], l[32] = "-";
@@ -326,11 +319,8 @@ static void progress(struct run_state *st, const char *name,
 	if (st->o->max && !st->pool)
 		strbuf_addf(&line, " | %d/%d", st->done, st->o->max);
 	strbuf_addf(&line, " | %s, %s left] best %.2f us %.2fx %.0f%% of floor "
-		    "| %s%s", e, l,
-		    json_number_value(json_object_get(best, "time_us")),
-		    json_number_value(json_object_get(best, "speedup")),
-		    100 * json_number_value(json_object_get(best, "roofline")),
-		    outcome, st->tty ? "" : "\n");
+		    "| %s%s", e, l, best->time_us, best->speedup,
+		    100 * best->roofline, outcome, st->tty ? "" : "\n");
 	fputs(line.buf, stderr);
 	fflush(stderr);
 	strbuf_release(&line);
@@ -382,25 +372,26 @@ static int claimed_elsewhere(struct run_state *st, struct trial *t)
 
 /* The outcome of a judged candidate from its result.  A kept one at
  * autokernel.stopAtFloor of the floor (0.95; 0: never) ends its op. */
-static void judged(struct trial *t, int rc, json_t *res)
+static void judged(struct trial *t, int rc, json_t *note)
 {
 	double at_floor = config_double("autokernel.stopAtFloor", 0.95);
+	struct result res;
 
+	result_from_note(&res, note);
 	t->rejected = rc != 0;
 	strbuf_addf(&t->outcome, "#%d %s", t->ctx.experiment, rc ? "rejected" :
 		    "kept");
 	if (rc)
-		strbuf_addf(&t->outcome, " (%s)", json_string_value(
-			json_object_get(res, "reason")));
+		strbuf_addf(&t->outcome, " (%s)", res.reason);
 	strbuf_addf(&t->outcome, ": %s", t->pr.hypothesis.buf);
 	if (!cell_enabled())
 		strbuf_addstr(&t->outcome, " | unconfined (autokernel.sandbox)");
-	if (!rc && at_floor > 0 &&
-	    json_number_value(json_object_get(res, "roofline")) >= at_floor) {
+	if (!rc && at_floor > 0 && res.roofline >= at_floor) {
 		strbuf_addf(&t->outcome, " | at %.0f%% of the floor",
 			    100 * at_floor);
 		t->at_floor = 1;
 	}
+	result_release(&res);
 }
 
 /* The candidate committed through the hooks and, for a worker, landed on
@@ -487,6 +478,7 @@ static void trial_context(struct trial *t, struct run_state *st,
 			  struct strbuf *prompt)
 {
 	struct agent_context *ctx = &t->ctx;
+	const struct experiment *current;
 
 	strbuf_addf(&t->krel, "%s/%s", name, c->p.kernel);
 	strbuf_addf(kabs, "%s%s", repo_workdir(), t->krel.buf);
@@ -499,7 +491,9 @@ static void trial_context(struct trial *t, struct run_state *st,
 	ctx->prompt_path = prompt->buf;
 	ctx->p = &c->p;
 	ctx->h = h;
-	ctx->device = json_object_get(best_note(h), "ceilings");
+	/* the device of the commit the agent starts from */
+	current = history_current(h);
+	ctx->device = current ? current->result.ceilings : NULL;
 	ctx->experiment = (int)h->nr;
 	ctx->timeout_ms = (int)(config_double("autokernel.agentTimeout", 1800) *
 				1000);
@@ -582,20 +576,23 @@ static double op_gain(const char *name)
 {
 	struct strbuf rev = STRBUF_INIT, key = STRBUF_INIT;
 	git_object *obj = NULL;
-	json_t *note = NULL;
-	double share, roof = 0;
+	struct result res = RESULT_INIT;
+	double share, roof;
 
 	strbuf_addf(&rev, "refs/heads/autokernel/%s", name);
 	strbuf_addf(&key, "autokernel.%s.share", name);
 	share = config_double(key.buf, 1.0);
 	if (git_revparse_single(&obj, repo_need(), rev.buf) == 0) {
-		note = note_read(git_object_id(obj));
-		roof = json_number_value(json_object_get(note, "roofline"));
+		json_t *note = note_read(git_object_id(obj));
+
+		result_from_note(&res, note);
+		json_decref(note);
 	}
-	json_decref(note);
 	git_object_free(obj);
 	strbuf_release(&rev);
 	strbuf_release(&key);
+	roof = res.roofline;
+	result_release(&res);
 	return share * (1 - (roof < 1 ? roof : 1));
 }
 

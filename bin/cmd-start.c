@@ -16,6 +16,7 @@
 #include "ops/problem.h"
 #include "lib/records.h"
 #include "lib/repo.h"
+#include "lib/result.h"
 #include "judge/setup.h"
 #include "profile/profile.h"
 
@@ -230,35 +231,30 @@ static void undo_start(const char *orig, const char *branch, const char *dir)
 
 static void print_started(const char *branch, const char *name)
 {
+	struct result r = RESULT_INIT;
 	git_oid head;
-	json_t *note = NULL, *b;
-	size_t shapes;
 
-	if (!repo_head(&head))
-		note = note_read(&head);
-	b = json_object_get(note, "bench");
-	shapes = json_array_size(json_object_get(json_object_get(note,
-		"workload"), "shapes"));
+	if (!repo_head(&head)) {
+		json_t *note = note_read(&head);
+
+		result_from_note(&r, note);
+		json_decref(note);
+	}
 	printf("started %s: ", branch);
-	if (!note) {
+	if (!r.note) {
 		printf("baseline committed\n");
 	} else {
-		printf("baseline %.2f us ", json_number_value(json_object_get(
-			note, "time_us")));
-		if (shapes > 1)
-			printf("(weighted over %zu shapes)", shapes);
+		printf("baseline %.2f us ", r.time_us);
+		if (r.nr_shapes > 1)
+			printf("(weighted over %zu shapes)", r.nr_shapes);
 		else
-			printf("at %s %s", json_string_value(json_object_get(b,
-			       "shape")), json_string_value(json_object_get(b,
-			       "dtype")));
-		printf(", %.0f%% of the floor, on %s\n", 100 *
-		       json_number_value(json_object_get(note, "roofline")),
-		       json_string_value(json_object_get(json_object_get(note,
-						"device"), "name")));
+			printf("at %s %s", r.bench.shape, r.bench.dtype);
+		printf(", %.0f%% of the floor, on %s\n", 100 * r.roofline,
+		       r.device_name);
 	}
 	printf("next: edit %s/ and 'git commit', or 'git autokernel run'\n",
 	       name);
-	json_decref(note);
+	result_release(&r);
 }
 
 /* No device, no baseline: say so (exit 3) before a branch exists. */

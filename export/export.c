@@ -12,6 +12,7 @@
 #include "ops/problem.h"
 #include "lib/records.h"
 #include "lib/repo.h"
+#include "lib/result.h"
 #include "lib/tempdir.h"
 
 #define BRANCHES "refs/heads/autokernel/"
@@ -167,13 +168,19 @@ static int add_branches(struct export *ex)
 	return 0;
 }
 
-static int is_verified(json_t *note)
+/* Whether commit's note says it was verified and kept. */
+static int is_verified(const git_oid *commit)
 {
-	const char *s = json_string_value(json_object_get(note, "status"));
+	json_t *note = note_read(commit);
+	struct result r;
+	int ok;
 
-	return s && (!strcmp(s, "kept") || !strcmp(s, "baseline")) &&
-	       json_is_true(json_object_get(json_object_get(note, "verify"),
-					    "pass"));
+	result_from_note(&r, note);
+	ok = r.status && (!strcmp(r.status, "kept") ||
+			  !strcmp(r.status, "baseline")) && r.verify_pass == 1;
+	result_release(&r);
+	json_decref(note);
+	return ok;
 }
 
 static void warn_unverified(const struct export_kernel *k)
@@ -191,18 +198,14 @@ static void warn_unverified(const struct export_kernel *k)
 static int newest_verified(struct export_kernel *k)
 {
 	git_oid cur = k->tip;
-	json_t *note;
 
 	while (has_problem(&cur, k->name)) {
-		note = note_read(&cur);
-		if (is_verified(note)) {
-			json_decref(note);
+		if (is_verified(&cur)) {
 			k->commit = cur;
 			if (!git_oid_equal(&cur, &k->tip))
 				warn_unverified(k);
 			return 0;
 		}
-		json_decref(note);
 		if (repo_first_parent(&cur, &cur))
 			break;
 	}
@@ -347,13 +350,12 @@ static json_t *build_json(const struct problem *p, const char *arch,
  * files.object is its path in the package, or null (with a warning) when
  * it cannot be built here. */
 static json_t *build_object(json_t *files, const char *dir,
-			    const struct problem *p, json_t *note)
+			    const struct problem *p, const struct result *res)
 {
 	struct strbuf so = STRBUF_INIT, log = STRBUF_INIT, status = STRBUF_INIT;
 	struct strbuf src = STRBUF_INIT, obj = STRBUF_INIT, to = STRBUF_INIT;
 	const char *rel = json_string_value(json_object_get(files, "source"));
-	const char *arch = json_string_value(json_object_get(
-		json_object_get(note, "device"), "arch"));
+	const char *arch = res->device_arch;
 	const char *for_arch = strcmp(p->backend, "host") ? arch : NULL;
 	int cached, r;
 	json_t *j;
@@ -410,22 +412,31 @@ static json_t *shapes_json(json_t *norm, json_t *raw, const struct op *op)
 	return s;
 }
 
-static json_t *note_facts(json_t *note)
+/* A number of the note, null when it has none (has). */
+static json_t *real_or_null(double x, unsigned has)
 {
-	json_t *v = json_object_get(note, "verify");
+	return has ? json_real(x) : json_null();
+}
 
-	return json_pack("{s:O?, s:O?, s:O?, s:{s:O?, s:O?}}",
-			 "status", json_object_get(note, "status"),
-			 "time_us", json_object_get(note, "time_us"),
-			 "speedup", json_object_get(note, "speedup"),
-			 "verify", "pass", json_object_get(v, "pass"),
-			 "stages_passed", json_object_get(v, "stages_passed"));
+static json_t *note_facts(const struct result *r)
+{
+	int v = r->verify_pass >= 0;
+
+	return json_pack("{s:s?, s:o, s:o, s:{s:o, s:o}}", "status", r->status,
+			 "time_us", real_or_null(r->time_us,
+						 r->has & RESULT_HAS_TIME_US),
+			 "speedup", real_or_null(r->speedup,
+						 r->has & RESULT_HAS_SPEEDUP),
+			 "verify", "pass", v ? json_boolean(r->verify_pass) :
+			 json_null(), "stages_passed", v ?
+			 json_integer(r->stages_passed) : json_null());
 }
 
 /* The manifest's entry of a kernel, from its problem.json (raw, and
  * normalized by problem_dump()) and its note. */
 static json_t *kernel_json(const struct export_kernel *k,
-			   const struct problem *p, json_t *raw, json_t *note)
+			   const struct problem *p, json_t *raw,
+			   const struct result *res)
 {
 	char *text = problem_dump(p);
 	json_t *norm = json_loads(text, 0, NULL), *facts;
@@ -442,9 +453,9 @@ static json_t *kernel_json(const struct export_kernel *k,
 			    json_string(git_oid_tostr_s(&k->commit)));
 	json_object_set_new(j, "branch", json_string(k->label));
 	json_object_set_new(j, "tip", json_string(git_oid_tostr_s(&k->tip)));
-	json_object_set_new(j, "device", json_pack("O?",
-			    json_object_get(note, "device")));
-	facts = note_facts(note);
+	json_object_set_new(j, "device", res->device ?
+			    json_incref(res->device) : json_null());
+	facts = note_facts(res);
 	json_object_update(j, facts);
 	json_decref(facts);
 	free(text);
@@ -457,9 +468,12 @@ static int write_kernel(json_t *list, const char *dir,
 {
 	struct strbuf text = STRBUF_INIT, path = STRBUF_INIT;
 	json_t *note = note_read(&k->commit), *raw = NULL, *j = NULL, *files;
+	struct result res;
 	struct problem p;
 	int ret = -1;
 
+	result_from_note(&res, note);   /* res holds the note */
+	json_decref(note);
 	strbuf_addf(&path, "%s/kernels/%s", dir, k->name);
 	if (mkdir_p(path.buf) < 0 ||
 	    export_blob(&text, dir, k, "problem.json") < 0 ||
@@ -469,7 +483,7 @@ static int write_kernel(json_t *list, const char *dir,
 	strbuf_reset(&text);
 	if (export_blob(&text, dir, k, p.kernel) < 0)
 		goto cleanup;
-	j = kernel_json(k, &p, raw, note);
+	j = kernel_json(k, &p, raw, &res);
 	files = json_object();
 	strbuf_reset(&path);
 	strbuf_addf(&path, "kernels/%s/problem.json", k->name);
@@ -477,14 +491,14 @@ static int write_kernel(json_t *list, const char *dir,
 	strbuf_reset(&path);
 	strbuf_addf(&path, "kernels/%s/%s", k->name, p.kernel);
 	json_object_set_new(files, "source", json_string(path.buf));
-	json_object_set_new(j, "build", build_object(files, dir, &p, note));
+	json_object_set_new(j, "build", build_object(files, dir, &p, &res));
 	json_object_set_new(j, "files", files);
 	json_array_append(list, j);
 	ret = 0;
 cleanup:
 	json_decref(j);
 	json_decref(raw);
-	json_decref(note);
+	result_release(&res);
 	strbuf_release(&text);
 	strbuf_release(&path);
 	return ret;

@@ -16,6 +16,7 @@
 #include "lib/paths.h"
 #include "lib/records.h"
 #include "lib/repo.h"
+#include "lib/result.h"
 
 /* The staged tree and HEAD of the commit being made. */
 struct staged {
@@ -83,6 +84,7 @@ static void judged_when(const char *key, char *buf, size_t n)
 static int cached_verdict(struct staged *s)
 {
 	json_t *res = pending_load(s->key.buf);
+	struct result r;
 	char when[64];
 
 	if (!res)
@@ -94,22 +96,33 @@ static int cached_verdict(struct staged *s)
 		json_decref(res);
 		return 0;
 	}
-	if (json_is_string(json_object_get(res, "judged_by"))) {
+	result_from_note(&r, res);
+	json_decref(res);
+	if (r.judged_by) {
 		/* run --slurm: the job's judgement, recorded here */
-		fprintf(stderr, "autokernel: judged by %s: %s\n",
-			json_string_value(json_object_get(res, "judged_by")),
-			json_string_value(json_object_get(res, "verdict")));
-		json_decref(res);
+		fprintf(stderr, "autokernel: judged by %s: %s\n", r.judged_by,
+			r.verdict);
+		result_release(&r);
 		return 1;
 	}
 	judged_when(s->key.buf, when, sizeof(when));
 	fprintf(stderr, "autokernel: this staged tree was judged against this "
 		"HEAD before (cached verdict from %s): %s\n"
 		"autokernel: 'git -c autokernel.rejudge=true commit ...' or "
-		"AUTOKERNEL_REJUDGE=1 measures it again\n", when,
-		json_string_value(json_object_get(res, "verdict")));
-	json_decref(res);
+		"AUTOKERNEL_REJUDGE=1 measures it again\n", when, r.verdict);
+	result_release(&r);
 	return 1;
+}
+
+/* What an amend of an unverified HEAD goes through with. */
+static json_t *unverified_result(void)
+{
+	struct result r = RESULT_INIT;
+
+	r.keep = 1;
+	r.status = "unverified";
+	r.verdict = "HEAD is unverified";
+	return result_to_note(&r);
 }
 
 /*
@@ -132,8 +145,7 @@ static int same_as_head(struct staged *s)
 		return 0;
 	res = note_read(&s->head);
 	if (!res)
-		res = json_pack("{s:b,s:s,s:s}", "keep", 1, "status",
-				"unverified", "verdict", "HEAD is unverified");
+		res = unverified_result();
 	json_object_set_new(res, "reworded", json_true());
 	fprintf(stderr, "autokernel: the staged tree is HEAD's: nothing to "
 		"judge; the commit keeps HEAD's result\n");
@@ -287,9 +299,8 @@ cleanup:
  * judged one holds changes that were never staged: it is saved beside
  * the attempt and left where it is, as git would leave it.
  */
-static void reset_kernel(struct staged *s, json_t *res, int n)
+static void reset_kernel(struct staged *s, const char *kernel, int n)
 {
-	const char *kernel = json_string_value(json_object_get(res, "kernel_path"));
 	const char *file = getenv("GIT_INDEX_FILE");
 	struct strbuf text = STRBUF_INIT, path = STRBUF_INIT, ref = STRBUF_INIT;
 	git_index *index = NULL;
@@ -346,18 +357,19 @@ cleanup:
 	strbuf_release(&ref);
 }
 
-static int hook_reject(struct staged *s, json_t *res, struct strbuf *msg)
+/* res: the pending result, r: it read */
+static int hook_reject(struct staged *s, json_t *res, const struct result *r,
+		       struct strbuf *msg)
 {
-	json_t *an = json_object_get(res, "attempt");
 	struct strbuf am = STRBUF_INIT;
-	const char *verdict;
+	const char *verdict = r->verdict;
 	git_oid id;
 	int n = 0;
 
-	if (json_is_integer(an)) {
-		n = (int)json_integer_value(an);
+	if (r->attempt > 0) {
+		n = r->attempt;
 	} else {
-		experiment_attempt_message(&am, msg->buf, res);
+		experiment_attempt_message(&am, msg->buf, r);
 		if (attempt_save(&n, &id, s->name, &s->tree,
 				 s->unborn ? NULL : &s->head, am.buf, res) < 0) {
 			strbuf_release(&am);
@@ -366,14 +378,13 @@ static int hook_reject(struct staged *s, json_t *res, struct strbuf *msg)
 		json_object_set_new(res, "attempt", json_integer(n));
 		pending_save(s->key.buf, res);
 	}
-	verdict = json_string_value(json_object_get(res, "verdict"));
 	fprintf(stderr, "autokernel: rejected: %.*s\n"
 		"autokernel: the candidate is saved as %s%s/%d "
 		"('git autokernel log --attempts')\n",
 		verdict ? (int)strcspn(verdict, "\n") : 0, verdict ? verdict : "",
 		ATTEMPTS_PREFIX, s->name, n);
 	if (config_bool("autokernel.resetOnFail", 1)) {
-		reset_kernel(s, res, n);
+		reset_kernel(s, r->kernel_path, n);
 		fprintf(stderr, "autokernel: the kernel is reset to HEAD's "
 			"(autokernel.resetOnFail)\n");
 	}
@@ -425,8 +436,8 @@ int hook_commit_msg(const char *file)
 {
 	struct staged s;
 	struct strbuf msg = STRBUF_INIT;
+	struct result judged = RESULT_INIT;
 	json_t *res = NULL;
-	const char *status;
 	int r = staged_load(&s), ret = 0;
 
 	if (r) {
@@ -450,8 +461,9 @@ int hook_commit_msg(const char *file)
 		goto cleanup;
 	}
 	message_cleanup(&msg);
-	if (!json_is_true(json_object_get(res, "keep"))) {
-		ret = hook_reject(&s, res, &msg);
+	result_from_note(&judged, res);
+	if (judged.keep != 1) {
+		ret = hook_reject(&s, res, &judged, &msg);
 		goto cleanup;
 	}
 	/* post-commit writes only what this hook let through: a commit made
@@ -461,12 +473,12 @@ int hook_commit_msg(const char *file)
 		ret = 1;
 		goto cleanup;
 	}
-	status = json_string_value(json_object_get(res, "status"));
-	if (!status || strcmp(status, "unverified"))
-		experiment_kept_message(&msg, res);
+	if (!judged.status || strcmp(judged.status, "unverified"))
+		experiment_kept_message(&msg, &judged);
 	if (write_file_atomic(file, msg.buf, msg.len) < 0)
 		ret = 1;
 cleanup:
+	result_release(&judged);
 	json_decref(res);
 	strbuf_release(&msg);
 	staged_release(&s);
@@ -477,6 +489,7 @@ int hook_note_commit(const git_oid *id)
 {
 	git_commit *commit = NULL;
 	struct strbuf key = STRBUF_INIT;
+	struct result judged = RESULT_INIT;
 	json_t *res = NULL;
 	int ret = 0;
 
@@ -487,8 +500,8 @@ int hook_note_commit(const git_oid *id)
 		    git_commit_parent_id(commit, 0) : NULL);
 	if (!(res = pending_load(key.buf)))
 		goto cleanup;   /* --no-verify: the commit stays unverified */
-	if (!json_is_true(json_object_get(res, "approved")) ||
-	    json_is_true(json_object_get(res, "reworded"))) {
+	result_from_note(&judged, res);
+	if (!judged.approved || judged.reworded) {
 		/* a tree judged before, committed with --no-verify; or HEAD's
 		 * tree again, whose note git copies on an amend */
 		goto cleanup;
@@ -502,6 +515,7 @@ int hook_note_commit(const git_oid *id)
 		ret = -1;
 	}
 cleanup:
+	result_release(&judged);
 	json_decref(res);
 	git_commit_free(commit);
 	strbuf_release(&key);

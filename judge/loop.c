@@ -11,6 +11,7 @@
 #include "lib/paths.h"
 #include "lib/records.h"
 #include "lib/repo.h"
+#include "lib/result.h"
 #include "lib/run.h"
 
 int loop_tree_is_clean(void)
@@ -161,8 +162,12 @@ static void staged_key(struct strbuf *key)
 static int rejected_on_record(const char *key)
 {
 	json_t *res = *key ? pending_load(key) : NULL;
-	int rejected = res && json_is_false(json_object_get(res, "keep"));
+	struct result r;
+	int rejected;
 
+	result_from_note(&r, res);
+	rejected = r.keep == 0;
+	result_release(&r);
 	json_decref(res);
 	return rejected;
 }

@@ -8,6 +8,7 @@
 #include "judge/slurm.h"
 #include "lib/paths.h"
 #include "lib/repo.h"
+#include "lib/result.h"
 
 #define SLURM_CMD_MS (60 * 1000)
 
@@ -194,6 +195,18 @@ static json_t *read_result(void)
 	return res;
 }
 
+/* Whether res is a judgement: it says kept or rejected. */
+static int judged(json_t *res)
+{
+	struct result r;
+	int yes;
+
+	result_from_note(&r, res);
+	yes = r.keep >= 0;
+	result_release(&r);
+	return yes;
+}
+
 static void why_no_result(struct strbuf *why, long id, const char *state)
 {
 	struct strbuf path = STRBUF_INIT, log = STRBUF_INIT;
@@ -233,7 +246,7 @@ int slurm_judge(json_t **res, const struct slurm *s, const char *name,
 		goto cleanup;
 	}
 	*res = read_result();
-	if (json_is_boolean(json_object_get(*res, "keep")))
+	if (judged(*res))
 		ret = 0;
 	else
 		why_no_result(why, job, state.buf);

@@ -9,6 +9,7 @@
 #include "lib/cell.h"
 #include "lib/records.h"
 #include "lib/repo.h"
+#include "lib/result.h"
 
 static git_tree *commit_tree(const git_oid *commit)
 {
@@ -82,6 +83,13 @@ static int load_rev(struct candidate *c, const git_oid *id, const char *name,
 	return rc;
 }
 
+/*
+ * The judgement's result is made in two parts: in r the typed fields
+ * (what it judged, the verdict, the figures); in res the objects of the
+ * other parts (the problem, the device, the stages' and the benchmark's
+ * results) and the judge's own keys (head, baseline, seconds ...).
+ * result_to_note() makes them one note at the end.
+ */
 struct judging {
 	const char *name;
 	const git_oid *tree, *head;
@@ -91,21 +99,28 @@ struct judging {
 	struct judge j;
 	struct cases *cases;    /* inputs, references: made while it builds */
 	FILE *out;
+	struct result r;        /* its strings: kpath, tree_hex, verdict,
+				 * cand's, or static */
+	char tree_hex[GIT_OID_HEXSZ + 1];
+	struct strbuf kpath, verdict;
 	json_t *res;
-	struct strbuf verdict;
 };
 
 static void result_base(struct judging *x)
 {
 	char *problem = problem_dump(&x->cand.p);
-	struct strbuf kpath = STRBUF_INIT;
 
-	strbuf_addf(&kpath, "%s/%s", x->name, x->cand.p.kernel);
-	x->res = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:O}",
-		"version", 1, "tool", AK_VERSION, "name", x->name,
-		"op", x->cand.p.op->name, "backend", x->cand.p.backend,
-		"kernel_path", kpath.buf, "tree", git_oid_tostr_s(x->tree),
-		"problem", json_loads(problem, 0, NULL), "device", x->j.device);
+	strbuf_addf(&x->kpath, "%s/%s", x->name, x->cand.p.kernel);
+	git_oid_tostr(x->tree_hex, sizeof(x->tree_hex), x->tree);
+	x->r.version = 1;
+	x->r.tool = AK_VERSION;
+	x->r.name = x->name;
+	x->r.op = x->cand.p.op->name;
+	x->r.backend = x->cand.p.backend;
+	x->r.kernel_path = x->kpath.buf;
+	x->r.tree = x->tree_hex;
+	x->res = json_pack("{s:o,s:O}", "problem", json_loads(problem, 0, NULL),
+			   "device", x->j.device);
 	json_object_set_new(x->res, "head", x->head ?
 		json_string(git_oid_tostr_s(x->head)) : json_null());
 	if (x->j.ceilings)
@@ -121,15 +136,15 @@ static void result_base(struct judging *x)
 		json_object_set_new(x->res, "tokens",
 			json_loads(getenv("AUTOKERNEL_USAGE"), 0, NULL));
 	free(problem);
-	strbuf_release(&kpath);
 }
 
+/* The verdict is x->verdict, which is not changed after this. */
 static void reject(struct judging *x, const char *reason)
 {
-	json_object_set_new(x->res, "keep", json_false());
-	json_object_set_new(x->res, "status", json_string("rejected"));
-	json_object_set_new(x->res, "reason", json_string(reason));
-	json_object_set_new(x->res, "verdict", json_string(x->verdict.buf));
+	x->r.keep = 0;
+	x->r.status = "rejected";
+	x->r.reason = reason;
+	x->r.verdict = x->verdict.buf;
 }
 
 /* Build and the five stages of the candidate; 0 passed, 1 rejected, or
@@ -271,14 +286,16 @@ static int judge_bench(struct judging *x)
 		speedup = tot(wl, "baseline_us") / t;
 	/* the figure the keep rule decides on: the best against the
 	 * candidate in this same interleaved run */
-	if (n > 1)
-		json_object_set_new(x->res, "head_ratio",
-				    json_real(tot(wl, "best_us") / t));
+	if (n > 1) {
+		x->r.head_ratio = tot(wl, "best_us") / t;
+		x->r.has |= RESULT_HAS_HEAD_RATIO;
+	}
 	print_shapes(x, wl, n);
-	json_object_set_new(x->res, "time_us", json_real(t));
-	json_object_set_new(x->res, "speedup", json_real(speedup));
-	json_object_set_new(x->res, "roofline",
-			    json_real(tot(wl, "floor_us") / t));
+	x->r.time_us = t;
+	x->r.speedup = speedup;
+	x->r.roofline = tot(wl, "floor_us") / t;
+	x->r.has |= RESULT_HAS_TIME_US | RESULT_HAS_SPEEDUP |
+		RESULT_HAS_ROOFLINE;
 	return 0;
 }
 
@@ -301,10 +318,9 @@ static void decide(struct judging *x)
 		reject(x, starts_with(why.buf, "slower at") ? "shape" :
 		       starts_with(why.buf, "slower") ? "slower" : "noise");
 	} else {
-		json_object_set_new(x->res, "keep", json_true());
-		json_object_set_new(x->res, "status", json_string(
-			x->baseline ? "baseline" : "kept"));
-		json_object_set_new(x->res, "verdict", json_string(why.buf));
+		x->r.keep = 1;
+		x->r.status = x->baseline ? "baseline" : "kept";
+		x->r.verdict = x->verdict.buf;
 	}
 	strbuf_release(&why);
 }
@@ -342,7 +358,8 @@ int experiment_judge(json_t **res, const char *name, const git_oid *tree,
 	struct judging x = { .name = name, .tree = tree, .head = head,
 			     .cand = CANDIDATE_INIT, .best = CANDIDATE_INIT,
 			     .first = CANDIDATE_INIT, .j = JUDGE_INIT,
-			     .out = out, .verdict = STRBUF_INIT };
+			     .out = out, .r = RESULT_INIT,
+			     .kpath = STRBUF_INIT, .verdict = STRBUF_INIT };
 	struct strbuf ppath = STRBUF_INIT;
 	git_tree *ht = commit_tree(head);
 	long long t0 = now_ns();
@@ -397,14 +414,15 @@ done:
 	}
 	fprintf(out, ")\n");
 	/* the build's log was shown above: its first line is enough here */
-	fprintf(out, "  verdict: %s: %.*s\n", json_is_true(json_object_get(
-		x.res, "keep")) ? "keep" : "reject",
-		(int)strcspn(x.verdict.buf, "\n"), x.verdict.buf);
-	*res = x.res;
+	fprintf(out, "  verdict: %s: %.*s\n", x.r.keep == 1 ? "keep" :
+		"reject", (int)strcspn(x.verdict.buf, "\n"), x.verdict.buf);
+	x.r.note = x.res;       /* r holds it now */
 	x.res = NULL;
+	*res = result_to_note(&x.r);
 	rc = 0;
 cleanup:
 	cases_free(x.cases);
+	result_release(&x.r);
 	json_decref(x.res);
 	judge_stop(&x.j);
 	candidate_release(&x.cand);
@@ -412,38 +430,32 @@ cleanup:
 	candidate_release(&x.first);
 	git_tree_free(ht);
 	strbuf_release(&ppath);
+	strbuf_release(&x.kpath);
 	strbuf_release(&x.verdict);
 	/* a staged tree whose problem.json or kernel cannot be read is
 	 * refused, as one that changes other files is */
 	return rc == -1 ? AK_EUSAGE : rc;
 }
 
-static void add_trailers(struct strbuf *msg, json_t *res, int kept)
+static void add_trailers(struct strbuf *msg, const struct result *res,
+			 int kept)
 {
-	json_t *v = json_object_get(res, "verify");
 	char verify[64], t[32], sp[32], rf[32];
 	struct trailer tr[8];
 	int n = 0;
 
-	snprintf(verify, sizeof(verify), "%s %lld/5",
-		 json_is_true(json_object_get(v, "pass")) ? "pass" : "fail",
-		 (long long)json_integer_value(json_object_get(v, "stages_passed")));
-	tr[n++] = (struct trailer){ "Autokernel-Op",
-		json_string_value(json_object_get(res, "op")) };
-	tr[n++] = (struct trailer){ "Autokernel-Backend",
-		json_string_value(json_object_get(res, "backend")) };
-	tr[n++] = (struct trailer){ "Autokernel-Device",
-		json_string_value(json_object_get(json_object_get(res, "device"),
-						  "name")) };
+	snprintf(verify, sizeof(verify), "%s %d/5", res->verify_pass == 1 ?
+		 "pass" : "fail", res->stages_passed);
+	tr[n++] = (struct trailer){ "Autokernel-Op", res->op };
+	tr[n++] = (struct trailer){ "Autokernel-Backend", res->backend };
+	tr[n++] = (struct trailer){ "Autokernel-Device", res->device_name };
 	tr[n++] = (struct trailer){ "Autokernel-Verify", verify };
-	if (json_is_number(json_object_get(res, "time_us"))) {
-		double us = json_number_value(json_object_get(res, "time_us"));
+	if (res->has & RESULT_HAS_TIME_US) {
+		double us = res->time_us;
 
 		snprintf(t, sizeof(t), us < 100 ? "%.2f" : "%.1f", us);
-		snprintf(sp, sizeof(sp), "%.2fx", json_number_value(
-			json_object_get(res, "speedup")));
-		snprintf(rf, sizeof(rf), "%.0f%%", 100 * json_number_value(
-			json_object_get(res, "roofline")));
+		snprintf(sp, sizeof(sp), "%.2fx", res->speedup);
+		snprintf(rf, sizeof(rf), "%.0f%%", 100 * res->roofline);
 		tr[n++] = (struct trailer){ "Autokernel-Time-Us", t };
 		if (kept) {
 			tr[n++] = (struct trailer){ "Autokernel-Speedup", sp };
@@ -465,24 +477,20 @@ static void subject_or_default(struct strbuf *msg, const char *def)
 		strbuf_addstr(msg, def);
 }
 
-void experiment_kept_message(struct strbuf *msg, json_t *res)
+void experiment_kept_message(struct strbuf *msg, const struct result *res)
 {
-	json_t *b = json_object_get(res, "bench");
+	const struct result_bench *b = &res->bench;
 	struct strbuf body = STRBUF_INIT;
 
 	subject_or_default(msg, "unnamed experiment");
-	if (b && !strstr(msg->buf, "\n\nMeasured at ")) {
-		strbuf_addf(&body, "\n\nMeasured at %s %s: %.2f us",
-			    json_string_value(json_object_get(b, "shape")),
-			    json_string_value(json_object_get(b, "dtype")),
-			    med(b, 0));
-		if (json_array_size(json_object_get(b, "kernels")) > 1)
+	if (b->shape && !strstr(msg->buf, "\n\nMeasured at ")) {
+		strbuf_addf(&body, "\n\nMeasured at %s %s: %.2f us", b->shape,
+			    b->dtype, b->median_us[0]);
+		if (b->kernels > 1)
 			strbuf_addf(&body, " against %.2f us for the parent",
-				    med(b, 1));
-		strbuf_addf(&body, ", floor %.2f us (%s). %s.",
-			    json_number_value(json_object_get(b, "floor_us")),
-			    json_string_value(json_object_get(b, "floor_kind")),
-			    json_string_value(json_object_get(res, "verdict")));
+				    b->median_us[1]);
+		strbuf_addf(&body, ", floor %.2f us (%s). %s.", b->floor_us,
+			    b->floor_kind, res->verdict);
 		/* the body goes between the subject and any trailers */
 		strbuf_addbuf(msg, &body);
 	}
@@ -491,12 +499,10 @@ void experiment_kept_message(struct strbuf *msg, json_t *res)
 }
 
 void experiment_attempt_message(struct strbuf *out, const char *msg,
-				json_t *res)
+				const struct result *res)
 {
 	strbuf_addstr(out, msg);
 	subject_or_default(out, "(no message)");
-	strbuf_addf(out, "\n\nRejected (%s): %s",
-		    json_string_value(json_object_get(res, "reason")),
-		    json_string_value(json_object_get(res, "verdict")));
+	strbuf_addf(out, "\n\nRejected (%s): %s", res->reason, res->verdict);
 	add_trailers(out, res, 0);
 }

@@ -14,16 +14,18 @@
 #include <stdio.h>
 #include <git2.h>
 #include <jansson.h>
+#include "lib/result.h"
 #include "lib/strbuf.h"
 
 int experiment_judge(json_t **res, const char *name, const git_oid *tree,
 		     const git_oid *head, FILE *out);
 
 
-/* A kept candidate's message: the hypothesis, a body, the trailers. */
-void experiment_kept_message(struct strbuf *msg, json_t *res);
+/* A kept candidate's message: the hypothesis, a body (the bench's
+ * figures, when res has a bench), the trailers. */
+void experiment_kept_message(struct strbuf *msg, const struct result *res);
 /* A rejected one's: the hypothesis, the verdict, the trailers. */
 void experiment_attempt_message(struct strbuf *out, const char *msg,
-				json_t *res);
+				const struct result *res);
 
 #endif

@@ -16,6 +16,7 @@
 #include "lib/paths.h"
 #include "lib/records.h"
 #include "lib/repo.h"
+#include "lib/result.h"
 
 const char *pool_dir(void)
 {
@@ -404,6 +405,7 @@ static int land_left(struct pool *p, const char *name)
 	git_commit *c = NULL;
 	git_oid head, tip;
 	struct strbuf ref = STRBUF_INIT;
+	struct result r = RESULT_INIT;
 	json_t *note = NULL;
 	int ret = 0;
 
@@ -415,13 +417,13 @@ static int land_left(struct pool *p, const char *name)
 		goto cleanup;
 	loop_repair_head();
 	note = note_read(&head);
-	if (!json_is_true(json_object_get(note, "keep")) ||
-	    git_commit_lookup(&c, repo_need(), &head) < 0)
+	result_from_note(&r, note);
+	if (r.keep != 1 || git_commit_lookup(&c, repo_need(), &head) < 0)
 		goto cleanup;   /* unverified: --no-verify, not ours */
 	fprintf(stderr, "autokernel: landing %.7s, kept by a worker that "
 		"stopped before it landed\n", git_oid_tostr_s(&head));
 	lc.name = name;
-	lc.kernel = json_string_value(json_object_get(note, "kernel_path"));
+	lc.kernel = r.kernel_path;
 	lc.message = git_commit_message(c);
 	lc.slurm = p->slurm;
 	strvec_push(&lc.env, "AUTOKERNEL_RUN=1");
@@ -430,6 +432,7 @@ static int land_left(struct pool *p, const char *name)
 cleanup:
 	loop_commit_release(&lc);
 	git_commit_free(c);
+	result_release(&r);
 	json_decref(note);
 	strbuf_release(&ref);
 	return ret;

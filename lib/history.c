@@ -53,11 +53,11 @@ cleanup:
 
 static void set_status(struct experiment *e, int first)
 {
-	const char *s = json_string_value(json_object_get(e->note, "status"));
+	const char *s = e->result.status;
 
 	if (e->attempt)
 		e->status = "rejected";
-	else if (!e->note)
+	else if (!e->result.note)
 		e->status = "unverified";
 	else if (e->from_trailers)
 		e->status = first ? "baseline" : "kept";
@@ -71,6 +71,7 @@ static int add(struct history *h, const git_oid *id, const struct attempt *a)
 	git_commit *c = NULL;
 	struct experiment *e;
 	const char *summary;
+	json_t *note;
 
 	if (git_commit_lookup(&c, repo_need(), id) < 0)
 		return -1;
@@ -82,12 +83,14 @@ static int add(struct history *h, const git_oid *id, const struct attempt *a)
 	e->subject = xstrdup(summary ? summary : "");
 	e->message = xstrdup(git_commit_message(c));
 	e->when = (long long)git_commit_time(c);
-	e->note = note_read(id);
-	if (!e->note) {
-		e->note = note_from_trailers(e->message);
-		e->from_trailers = e->note != NULL;
+	note = note_read(id);
+	if (!note) {
+		note = note_from_trailers(e->message);
+		e->from_trailers = note != NULL;
 		h->from_trailers += e->from_trailers;
 	}
+	result_from_note(&e->result, note);
+	json_decref(note);
 	if (a) {
 		e->attempt = a->n;
 		e->ref = xstrdup(a->ref);
@@ -144,7 +147,7 @@ static int same_author(const git_commit *x, const git_commit *y)
  * message. */
 static int rewritten_as(const git_commit *old, const struct experiment *k)
 {
-	const char *tree = json_string_value(json_object_get(k->note, "tree"));
+	const char *tree = k->result.tree;
 	git_commit *c = NULL;
 	int same;
 
@@ -228,9 +231,8 @@ int history_load(struct history *h, const char *name, int attempts)
 		if (add(h, &kept[i], NULL) == 0)
 			add_attempts(h, h->nr - 1, t, na);
 	}
-	if (h->nr && h->e[0].note)
-		h->baseline_us = json_number_value(json_object_get(h->e[0].note,
-								 "time_us"));
+	if (h->nr)
+		h->baseline_us = h->e[0].result.time_us;
 	for (int a = 0; a < na; a++)
 		git_commit_free(t[a].parent);
 	free(t);
@@ -245,7 +247,7 @@ void history_release(struct history *h)
 		free(h->e[i].subject);
 		free(h->e[i].message);
 		free(h->e[i].ref);
-		json_decref(h->e[i].note);
+		result_release(&h->e[i].result);
 	}
 	free(h->e);
 	h->e = NULL;
@@ -285,69 +287,42 @@ void history_advise(const struct history *h)
 	free(remote);
 }
 
-static const char *note_string(const struct experiment *e, const char *key)
-{
-	const char *s = json_string_value(json_object_get(e->note, key));
-
-	return s ? s : "";
-}
-
 const char *experiment_reason(const struct experiment *e)
 {
-	const char *r = note_string(e, "reason");
-	const char *v = note_string(e, "verdict");
-
-	if (!strcmp(r, "slower") && (starts_with(v, "not faster") ||
-				     starts_with(v, "gain ")))
-		return "noise";
-	return r;
-}
-
-static double median(json_t *kernels, size_t i)
-{
-	json_t *v = json_object_get(json_array_get(kernels, i), "median_us");
-
-	return json_is_number(v) ? json_number_value(v) : 0;
+	return result_reason(&e->result);
 }
 
 double experiment_head_ratio(const struct experiment *e)
 {
-	json_t *r = json_object_get(e->note, "head_ratio");
-	json_t *k = json_object_get(json_object_get(e->note, "bench"),
-				    "kernels");
-
-	if (json_is_number(r) && json_number_value(r) > 0)
-		return json_number_value(r);
-	if (json_array_size(k) < 2 || median(k, 0) <= 0)
-		return 0;
-	return median(k, 1) / median(k, 0);
+	return e->result.head_ratio;
 }
 
-static json_t *shape_row(json_t *b, double weight)
+int experiment_is_kept(const struct experiment *e)
 {
-	json_t *k = json_array_get(json_object_get(b, "kernels"), 0);
-
-	return json_pack("{s:O,s:O,s:f,s:O,s:O,s:O}", "shape",
-			 json_object_get(b, "shape"), "dtype",
-			 json_object_get(b, "dtype"), "weight", weight,
-			 "median_us", json_object_get(k, "median_us"),
-			 "roofline", json_object_get(k, "roofline"),
-			 "floor_us", json_object_get(b, "floor_us"));
+	return !e->attempt && e->result.note &&
+		(!strcmp(e->status, "baseline") || !strcmp(e->status, "kept"));
 }
 
-json_t *experiment_shapes(json_t *note)
+const struct experiment *history_best(const struct history *h)
 {
-	json_t *out = json_array(), *sh;
-	json_t *shapes = json_object_get(json_object_get(note, "workload"),
-					 "shapes");
-	json_t *b = json_object_get(note, "bench");
-	size_t i;
+	const struct experiment *best = NULL;
 
-	json_array_foreach(shapes, i, sh)
-		json_array_append_new(out, shape_row(sh, json_number_value(
-			json_object_get(sh, "weight"))));
-	if (!json_array_size(out) && json_is_object(b) &&
-	    json_object_get(b, "shape"))
-		json_array_append_new(out, shape_row(b, 1.0));
-	return out;
+	for (size_t i = 0; i < h->nr; i++) {
+		const struct experiment *e = &h->e[i];
+
+		if (experiment_is_kept(e) && e->result.time_us > 0 &&
+		    (!best || e->result.time_us < best->result.time_us))
+			best = e;
+	}
+	return best;
+}
+
+const struct experiment *history_current(const struct history *h)
+{
+	const struct experiment *current = NULL;
+
+	for (size_t i = 0; i < h->nr; i++)
+		if (!h->e[i].attempt && h->e[i].result.note)
+			current = &h->e[i];
+	return current;
 }

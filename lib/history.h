@@ -6,7 +6,7 @@
  *
  *	struct history h = HISTORY_INIT;
  *	history_load(&h, "softmax", 1);          // with attempts
- *	for (size_t i = 0; i < h.nr; i++) ... h.e[i].status, h.e[i].note ...
+ *	for (size_t i = 0; i < h.nr; i++) ... h.e[i].status, h.e[i].result ...
  *	history_advise(&h);                      // how to fetch missing notes
  *	history_release(&h);
  *
@@ -25,6 +25,7 @@
 
 #include <git2.h>
 #include <jansson.h>
+#include "lib/result.h"
 
 struct experiment {
 	git_oid id;
@@ -35,7 +36,8 @@ struct experiment {
 	const char *status;     /* baseline, kept, rejected, unverified */
 	char *subject;          /* the hypothesis */
 	char *message;
-	json_t *note;           /* NULL when unverified */
+	struct result result;   /* its note read; result.note is NULL when
+				 * unverified */
 	int from_trailers;      /* note made from the message's trailers */
 	long long when;         /* commit time */
 };
@@ -66,22 +68,34 @@ void history_advise(const struct history *h);
  * it. */
 char *history_remote(const struct history *h);
 
-/* The short reason of a rejection: build, verify, slower, noise, bench
- * ...; "noise" also for an older note whose verdict was within the noise
- * or under autokernel.minGain (those said "slower"). */
+/* The short reason of a rejection: result_reason(). */
 const char *experiment_reason(const struct experiment *e);
-/* What decided: the median of the commit it was judged against over its
- * own, in the same interleaved run (>1 faster); the note's "head_ratio",
- * else from its bench kernels 1 and 0; 0 when unknown (baseline, build or
- * verify failure, trailers). */
+/* What decided: result.head_ratio, the median of the commit it was
+ * judged against over its own, in the same interleaved run (>1 faster);
+ * 0 when unknown (baseline, build or verify failure, trailers). */
 double experiment_head_ratio(const struct experiment *e);
+/* Whether e is a measured baseline or kept commit: not an attempt, a
+ * note, status baseline or kept. */
+int experiment_is_kept(const struct experiment *e);
 
 /*
- * The shapes a note was timed at: [{shape, dtype, weight, median_us,
- * roofline, floor_us}], one per workload shape (one, weight 1, for a
- * note of a single bench shape); an empty array when none.  The caller
- * json_decref()s it.
+ * Two commits of a branch that are easily mistaken for each other:
+ *
+ * history_best(): the best, the fastest measured kept commit (kept by
+ * experiment_is_kept(), the lowest result.time_us above 0; the older of
+ * two equal), or NULL when none was measured.  What the report calls
+ * the best and `run` shows in its progress line.
+ *
+ * history_current(): the newest kept commit with a note: the branch's
+ * tip unless that is unverified.  The tip is what the next candidate is
+ * judged against and what the agent edits ("the current best" of
+ * git-autokernel(1) and doc/parallel.md), so the agents' prompt states
+ * its time as the one to beat and as the time of the kernel shown; the
+ * fastest may be an older commit (a kept commit is faster than its
+ * parent in one run, not always in the next), whose time is no bar for
+ * a candidate that does not start from it.
  */
-json_t *experiment_shapes(json_t *note);
+const struct experiment *history_best(const struct history *h);
+const struct experiment *history_current(const struct history *h);
 
 #endif

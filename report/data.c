@@ -26,15 +26,7 @@ static double num(json_t *o, const char *key)
 
 double report_time(const struct experiment *e)
 {
-	double us = num(e->note, "time_us");
-
-	return us > 0 ? us : 0;
-}
-
-int report_is_kept(const struct experiment *e)
-{
-	return !e->attempt && e->note && (!strcmp(e->status, "baseline") ||
-					  !strcmp(e->status, "kept"));
+	return e->result.time_us > 0 ? e->result.time_us : 0;
 }
 
 void report_fmt_us(char *buf, size_t n, double us)
@@ -75,9 +67,8 @@ static json_t *reference(const char *name, json_t *v)
 }
 
 /* A note's "references", as an array or an object, made one shape. */
-static json_t *references_of(json_t *note)
+static json_t *references_of(json_t *refs)
 {
-	json_t *refs = json_object_get(note, "references");
 	json_t *out = json_array(), *v, *one;
 	const char *key;
 	size_t i;
@@ -103,11 +94,12 @@ static json_t *references_of(json_t *note)
 
 static void pick_references(struct report *r)
 {
-	r->references = references_of(r->best ? r->best->note : NULL);
+	r->references = references_of(r->best ?
+				      r->best->result.references : NULL);
 	/* else the newest note that has them */
 	for (size_t i = r->h.nr; i-- > 0 && !json_array_size(r->references);) {
 		json_decref(r->references);
-		r->references = references_of(r->h.e[i].note);
+		r->references = references_of(r->h.e[i].result.references);
 	}
 }
 
@@ -194,10 +186,7 @@ static void add_tolerances(struct report *r, const struct problem *p,
  * trailers have none) of problem.json. */
 static void set_shape(struct report *r, const struct problem *p)
 {
-	const char *shape = json_string_value(json_object_get(r->bench,
-							      "shape"));
-	const char *dtype = json_string_value(json_object_get(r->bench,
-							      "dtype"));
+	const char *shape = r->bench.shape, *dtype = r->bench.dtype;
 
 	if (shape && dtype) {
 		snprintf(r->shape, sizeof(r->shape), "%s", shape);
@@ -232,22 +221,16 @@ static void pick_problem(struct report *r)
 
 static void count(struct report *r, const struct experiment *e, size_t i)
 {
-	double us = report_time(e);
-
 	if (e->attempt) {
 		r->rejected++;
 		r->reasons[reason_of(e)]++;
 		return;
 	}
 	r->tip = e;
-	if (!e->note)
+	if (!e->result.note)
 		r->unverified++;
 	else if (i)
 		r->kept++;
-	if (report_is_kept(e) && us > 0 && (!r->best || us < r->best_us)) {
-		r->best = e;
-		r->best_us = us;
-	}
 }
 
 int report_load(struct report *r, const char *name)
@@ -262,10 +245,12 @@ int report_load(struct report *r, const char *name)
 	for (size_t i = 0; i < r->h.nr; i++)
 		count(r, &r->h.e[i], i);
 	r->tip_us = report_time(r->tip);
+	r->best = history_best(&r->h);
 	if (r->best) {
-		r->bench = json_object_get(r->best->note, "bench");
-		r->floor_us = num(r->bench, "floor_us");
-		r->torch = json_object_get(r->best->note, "torch");
+		r->best_us = report_time(r->best);
+		r->bench = r->best->result.bench;
+		r->floor_us = r->bench.floor_us;
+		r->torch = r->best->result.torch;
 	}
 	pick_references(r);
 	r->warnings = json_array();
@@ -285,30 +270,44 @@ void report_release(struct report *r)
 	r->base = r->best = r->tip = NULL;
 }
 
-json_t *report_torch_at(const struct report *r, json_t *row)
+static int same_string(const char *a, json_t *b)
+{
+	return a && json_is_string(b) && !strcmp(a, json_string_value(b));
+}
+
+json_t *report_torch_at(const struct report *r, const struct result_shape *s)
 {
 	json_t *v;
 	size_t i;
 
 	json_array_foreach(json_object_get(r->torch, "shapes"), i, v)
-		if (json_equal(json_object_get(v, "shape"),
-			       json_object_get(row, "shape")) &&
-		    json_equal(json_object_get(v, "dtype"),
-			       json_object_get(row, "dtype")) &&
+		if (same_string(s->shape, json_object_get(v, "shape")) &&
+		    same_string(s->dtype, json_object_get(v, "dtype")) &&
 		    json_object_get(v, "eager"))
 			return v;
 	return NULL;
 }
 
+static json_t *shape_json(const struct result_shape *s)
+{
+	return json_pack("{s:s?,s:s?,s:f,s:f,s:f,s:f}", "shape", s->shape,
+			 "dtype", s->dtype, "weight", s->weight, "median_us",
+			 s->median_us, "roofline", s->roofline, "floor_us",
+			 s->floor_us);
+}
+
 /* The shapes of the best's note, each with PyTorch's figures there. */
 static json_t *shapes_json(const struct report *r)
 {
-	json_t *shapes = experiment_shapes(r->best ? r->best->note : NULL);
-	json_t *v, *t;
-	size_t i;
+	json_t *shapes = json_array(), *v, *t;
+	size_t n = r->best ? r->best->result.nr_shapes : 0;
 
-	json_array_foreach(shapes, i, v) {
-		if (!(t = report_torch_at(r, v)))
+	for (size_t i = 0; i < n; i++) {
+		const struct result_shape *s = &r->best->result.shapes[i];
+
+		v = shape_json(s);
+		json_array_append_new(shapes, v);
+		if (!(t = report_torch_at(r, s)))
 			continue;
 		json_object_set_new(v, "torch_us", json_real(num(
 			json_object_get(t, "eager"), "median_us")));
@@ -357,15 +356,15 @@ static json_t *commit_json(const struct experiment *e, double us)
 
 	if (us > 0)
 		json_object_set_new(o, "time_us", json_real(us));
-	if (json_is_number(json_object_get(e->note, "roofline")))
-		json_object_set(o, "roofline",
-				json_object_get(e->note, "roofline"));
+	if (e->result.has & RESULT_HAS_ROOFLINE)
+		json_object_set_new(o, "roofline",
+				    json_real(e->result.roofline));
 	return o;
 }
 
 double report_speedup(const struct report *r, const struct experiment *e)
 {
-	double s = num(e->note, "speedup"), us = report_time(e), ratio;
+	double s = e->result.speedup, us = report_time(e), ratio;
 
 	if (!e->attempt && s > 0)
 		return s;
@@ -417,12 +416,13 @@ static json_t *experiments_json(const struct report *r)
 		json_object_set_new(o, "kept", json_boolean(!e->attempt));
 		if (e->attempt)
 			attempt_json(o, r, e);
-		if (json_is_string(json_object_get(e->note, "verdict")))
-			json_object_set(o, "verdict",
-					json_object_get(e->note, "verdict"));
+		if (e->result.verdict)
+			json_object_set_new(o, "verdict",
+					    json_string(e->result.verdict));
 		if (s > 0)
 			json_object_set_new(o, "speedup", json_real(s));
-		if (report_is_kept(e) && us > 0 && (!frontier || us < frontier))
+		if (experiment_is_kept(e) && us > 0 &&
+		    (!frontier || us < frontier))
 			frontier = us;
 		if (frontier > 0)
 			json_object_set_new(o, "best_so_far_us",
@@ -444,19 +444,41 @@ static json_t *lines_json(const struct strbuf *sb)
 	return a;
 }
 
+/* key to s, unless s is NULL */
+static void set_string(json_t *o, const char *key, const char *s)
+{
+	if (s)
+		json_object_set_new(o, key, json_string(s));
+}
+
 static json_t *summary_json(const struct report *r)
 {
-	json_t *note = r->best ? r->best->note : r->base->note;
-	json_t *problem = json_object_get(note, "problem");
+	const struct result *res = &(r->best ? r->best : r->base)->result;
 	json_t *o = json_object();
 
-	json_object_set(o, "op", json_object_get(note, "op"));
-	json_object_set(o, "backend", json_object_get(note, "backend"));
+	set_string(o, "op", res->op);
+	set_string(o, "backend", res->backend);
 	json_object_set_new(o, "shape", json_string(r->shape));
 	json_object_set_new(o, "dtype", json_string(r->dtype));
-	json_object_set(o, "dtypes", json_object_get(problem, "dtypes"));
-	json_object_set(o, "device", json_object_get(note, "device"));
-	json_object_set(o, "tool", json_object_get(note, "tool"));
+	if (res->dtypes)
+		json_object_set(o, "dtypes", res->dtypes);
+	if (res->device)
+		json_object_set(o, "device", res->device);
+	set_string(o, "tool", res->tool);
+	return o;
+}
+
+/* Where the floor is: its time, kind and bytes; null when unknown. */
+static json_t *floor_json(const struct report *r)
+{
+	json_t *o;
+
+	if (r->floor_us <= 0)
+		return json_null();
+	o = json_pack("{s:f}", "time_us", r->floor_us);
+	set_string(o, "kind", r->bench.floor_kind);
+	if (r->bench.bytes > 0)
+		json_object_set_new(o, "bytes", json_real(r->bench.bytes));
 	return o;
 }
 
@@ -487,10 +509,7 @@ json_t *report_json(const struct report *r)
 	json_object_set(o, "warnings", r->warnings);
 	json_object_set_new(o, "tolerances", r->tolerances ?
 			    json_incref(r->tolerances) : json_null());
-	json_object_set_new(o, "floor", r->floor_us > 0 ? json_pack(
-		"{s:f,s:O*,s:O*}", "time_us", r->floor_us, "kind",
-		json_object_get(r->bench, "floor_kind"), "bytes",
-		json_object_get(r->bench, "bytes")) : json_null());
+	json_object_set_new(o, "floor", floor_json(r));
 	json_object_set(o, "references", r->references);
 	json_object_set_new(o, "shapes", shapes_json(r));
 	json_object_set_new(o, "torch", r->torch ? json_incref(r->torch) :

@@ -13,11 +13,14 @@ static double num(json_t *o, const char *key)
 	return json_is_number(v) ? json_number_value(v) : 0;
 }
 
+static const char *or_unknown(const char *s)
+{
+	return s ? s : "?";
+}
+
 static const char *str(json_t *o, const char *key)
 {
-	const char *s = json_string_value(json_object_get(o, key));
-
-	return s ? s : "?";
+	return or_unknown(json_string_value(json_object_get(o, key)));
 }
 
 /* Text for a table cell: no pipes, no HTML, one line. */
@@ -76,15 +79,15 @@ static void add_device(struct strbuf *sb, json_t *dev, const char *backend)
 /* From the note's problem, else (a note made from trailers) from the
  * tip's problem.json. */
 static void add_dtypes(struct strbuf *sb, const struct report *r,
-		       json_t *problem)
+		       json_t *dtypes)
 {
 	const char *dt;
 	json_t *v;
 	size_t i;
 
-	json_array_foreach(json_object_get(problem, "dtypes"), i, v)
+	json_array_foreach(dtypes, i, v)
 		strbuf_addf(sb, "%s%s", i ? ", " : "", json_string_value(v));
-	if (json_array_size(json_object_get(problem, "dtypes")))
+	if (json_array_size(dtypes))
 		return;
 	i = 0;
 	json_object_foreach(r->tolerances, dt, v)
@@ -121,17 +124,18 @@ static void add_warnings(struct strbuf *sb, const struct report *r)
 }
 
 /* The tip leads: a merge of the branch takes the tip, not the best. */
-static void headline(struct strbuf *sb, const struct report *r, json_t *note)
+static void headline(struct strbuf *sb, const struct report *r,
+		     const struct result *res)
 {
 	char a[32], b[32];
 
 	report_fmt_us(a, sizeof(a), r->base_us);
 	report_fmt_us(b, sizeof(b), r->tip_us);
 	strbuf_addf(sb, "## %s: ", r->branch);
-	add_cell(sb, str(note, "op"));
+	add_cell(sb, or_unknown(res->op));
 	tip_figure(sb, r);
 	strbuf_addstr(sb, " on ");
-	add_cell(sb, str(json_object_get(note, "device"), "name"));
+	add_cell(sb, or_unknown(res->device_name));
 	strbuf_addf(sb, "\n\n**%s us -> %s us** at %s %s (the tip, `%.7s`)", a,
 		    r->tip_us > 0 ? b : "?", r->shape, r->dtype,
 		    git_oid_tostr_s(&r->tip->id));
@@ -170,30 +174,27 @@ static void add_tolerances(struct strbuf *sb, const struct report *r)
 	}
 }
 
-static void summary(struct strbuf *sb, const struct report *r, json_t *note)
+static void summary(struct strbuf *sb, const struct report *r,
+		    const struct result *res)
 {
-	json_t *v = json_object_get(note, "verify");
-
 	strbuf_addstr(sb, "| | |\n|---|---|\n| op | ");
-	add_cell(sb, str(note, "op"));
+	add_cell(sb, or_unknown(res->op));
 	strbuf_addf(sb, " |\n| bench shape | %s %s |\n| dtypes verified | ",
 		    r->shape, r->dtype);
-	add_dtypes(sb, r, json_object_get(note, "problem"));
+	add_dtypes(sb, r, res->dtypes);
 	strbuf_addstr(sb, " |\n| tolerances (atol + rtol * \\|ref\\|) | ");
 	add_tolerances(sb, r);
 	strbuf_addstr(sb, " |\n| device | ");
-	add_device(sb, json_object_get(note, "device"), str(note, "backend"));
+	add_device(sb, res->device, or_unknown(res->backend));
 	strbuf_addstr(sb, " |\n| verification of the best | ");
-	if (json_is_object(v))
-		strbuf_addf(sb, "%s %lld/5 |\n",
-			    json_is_true(json_object_get(v, "pass")) ?
-			    "pass" : "FAIL", (long long)json_integer_value(
-				    json_object_get(v, "stages_passed")));
+	if (res->verify_pass >= 0)
+		strbuf_addf(sb, "%s %d/5 |\n", res->verify_pass ? "pass" :
+			    "FAIL", res->stages_passed);
 	else
 		strbuf_addstr(sb, "- |\n");
 	strbuf_addstr(sb, "| tool | git-autokernel ");
-	add_cell(sb, str(note, "tool"));
-	if (strcmp(str(note, "tool"), AK_VERSION))
+	add_cell(sb, or_unknown(res->tool));
+	if (strcmp(or_unknown(res->tool), AK_VERSION))
 		strbuf_addf(sb, " (report by %s)", AK_VERSION);
 	strbuf_addstr(sb, " |\n\n");
 }
@@ -225,23 +226,23 @@ static void results(struct strbuf *sb, const struct report *r)
 		      "| | commit | time (us) | speedup | % of floor |\n"
 		      "|---|---|--:|--:|--:|\n");
 	result_row(sb, "baseline", r->base, r->base_us, 1,
-		   num(r->base->note, "roofline"));
+		   r->base->result.roofline);
 	if (r->tip != r->best)
 		result_row(sb, r->tip_us > 0 ? "**tip** (what merges)" :
 			   "**tip** (what merges), unverified", r->tip,
 			   r->tip_us, report_speedup(r, r->tip),
-			   num(r->tip->note, "roofline"));
+			   r->tip->result.roofline);
 	if (r->best)
 		result_row(sb, "**best**", r->best, r->best_us,
 			   report_speedup(r, r->best),
-			   num(r->best->note, "roofline"));
+			   r->best->result.roofline);
 	if (r->floor_us > 0) {
 		struct strbuf what = STRBUF_INIT;
 
-		strbuf_addf(&what, "floor: %s", str(r->bench, "floor_kind"));
-		if (num(r->bench, "bytes") > 0)
-			strbuf_addf(&what, " of %.1f MB", num(r->bench,
-							"bytes") / 1e6);
+		strbuf_addf(&what, "floor: %s",
+			    or_unknown(r->bench.floor_kind));
+		if (r->bench.bytes > 0)
+			strbuf_addf(&what, " of %.1f MB", r->bench.bytes / 1e6);
 		result_row(sb, what.buf, NULL, r->floor_us, 0, 1);
 		strbuf_release(&what);
 	}
@@ -261,30 +262,31 @@ static void results(struct strbuf *sb, const struct report *r)
 		      "the commit they replaced.\n\n");
 }
 
-static json_t *find_shape(json_t *shapes, json_t *want)
+static int same(const char *a, const char *b)
 {
-	json_t *v;
-	size_t i;
+	return a && b && !strcmp(a, b);
+}
 
-	json_array_foreach(shapes, i, v)
-		if (json_equal(json_object_get(v, "shape"),
-			       json_object_get(want, "shape")) &&
-		    json_equal(json_object_get(v, "dtype"),
-			       json_object_get(want, "dtype")))
-			return v;
-	return NULL;
+/* res's median at want's shape and dtype, 0 when it has none. */
+static double median_at(const struct result *res,
+			const struct result_shape *want)
+{
+	for (size_t i = 0; i < res->nr_shapes; i++)
+		if (same(res->shapes[i].shape, want->shape) &&
+		    same(res->shapes[i].dtype, want->dtype))
+			return res->shapes[i].median_us;
+	return 0;
 }
 
 /* PyTorch's pairs of columns: 2 when a shape of the best's note has a
  * torch.compile figure, 1 when only eager ones, 0 when none. */
-static int torch_columns(const struct report *r, json_t *shapes)
+static int torch_columns(const struct report *r, const struct result *best)
 {
 	int cols = 0;
-	json_t *v, *t;
-	size_t i;
+	json_t *t;
 
-	json_array_foreach(shapes, i, v) {
-		if (!(t = report_torch_at(r, v)))
+	for (size_t i = 0; i < best->nr_shapes; i++) {
+		if (!(t = report_torch_at(r, &best->shapes[i])))
 			continue;
 		if (json_object_get(t, "compile"))
 			return 2;
@@ -303,7 +305,7 @@ static void add_ratio(struct strbuf *sb, json_t *t, const char *key)
 /* PyTorch's cells of a row: its time and the ratio, of eager (and
  * torch.compile); empty where it has no figure. */
 static void torch_cells(struct strbuf *sb, const struct report *r,
-			json_t *row, int cols)
+			const struct result_shape *row, int cols)
 {
 	json_t *t = report_torch_at(r, row);
 	char us[32];
@@ -356,52 +358,52 @@ static void torch_note(struct strbuf *sb, const struct report *r, int cols)
 	strbuf_addch(sb, '\n');
 }
 
+static void shape_row(struct strbuf *sb, const struct report *r,
+		      const struct result_shape *v, int cols)
+{
+	char t[32], bt[32];
+	double bus = median_at(&r->base->result, v);
+
+	report_fmt_us(t, sizeof(t), v->median_us);
+	report_fmt_us(bt, sizeof(bt), bus);
+	strbuf_addstr(sb, "| ");
+	add_cell(sb, or_unknown(v->shape));
+	strbuf_addstr(sb, " | ");
+	add_cell(sb, or_unknown(v->dtype));
+	strbuf_addf(sb, " | %.2f | %s | %s | ", v->weight, t, bt);
+	if (v->median_us > 0 && bus > 0)
+		strbuf_addf(sb, "%.2fx", bus / v->median_us);
+	strbuf_addstr(sb, " | ");
+	add_pct(sb, v->roofline);
+	strbuf_addstr(sb, " | ");
+	torch_cells(sb, r, v, cols);
+	strbuf_setlen(sb, sb->len - 1);
+	strbuf_addch(sb, '\n');
+}
+
 static void per_shape(struct strbuf *sb, const struct report *r)
 {
-	json_t *shapes = experiment_shapes(r->best ? r->best->note : NULL);
-	json_t *base = experiment_shapes(r->base->note), *v;
-	int cols = torch_columns(r, shapes);
-	size_t i;
+	static const struct result none = RESULT_INIT;
+	const struct result *best = r->best ? &r->best->result : &none;
+	int cols = torch_columns(r, best);
 
 	strbuf_addstr(sb, "### Per shape\n\n");
-	if (!json_array_size(shapes)) {
+	if (!best->nr_shapes) {
 		strbuf_addf(sb, "The best kernel's note has no per-shape "
 			    "timings; `git autokernel bench %.12s "
 			    "--all-shapes` measures them.\n\n",
 			    r->best ? git_oid_tostr_s(&r->best->id) : "HEAD");
-		goto cleanup;
+		return;
 	}
 	per_shape_head(sb, cols);
-	json_array_foreach(shapes, i, v) {
-		char t[32], bt[32];
-		double us = num(v, "median_us");
-		double bus = num(find_shape(base, v), "median_us");
-
-		report_fmt_us(t, sizeof(t), us);
-		report_fmt_us(bt, sizeof(bt), bus);
-		strbuf_addstr(sb, "| ");
-		add_cell(sb, str(v, "shape"));
-		strbuf_addstr(sb, " | ");
-		add_cell(sb, str(v, "dtype"));
-		strbuf_addf(sb, " | %.2f | %s | %s | ", num(v, "weight"), t, bt);
-		if (us > 0 && bus > 0)
-			strbuf_addf(sb, "%.2fx", bus / us);
-		strbuf_addstr(sb, " | ");
-		add_pct(sb, num(v, "roofline"));
-		strbuf_addstr(sb, " | ");
-		torch_cells(sb, r, v, cols);
-		strbuf_setlen(sb, sb->len - 1);
-		strbuf_addch(sb, '\n');
-	}
-	if (json_array_size(shapes) > 1)
+	for (size_t i = 0; i < best->nr_shapes; i++)
+		shape_row(sb, r, &best->shapes[i], cols);
+	if (best->nr_shapes > 1)
 		strbuf_addstr(sb, "\nThe kernel's time above is the weighted "
 			      "total over these shapes (the model's time in "
 			      "the op).\n");
 	torch_note(sb, r, cols);
 	strbuf_addch(sb, '\n');
-cleanup:
-	json_decref(shapes);
-	json_decref(base);
 }
 
 static void kept_table(struct strbuf *sb, const struct report *r)
@@ -420,7 +422,7 @@ static void kept_table(struct strbuf *sb, const struct report *r)
 			continue;
 		report_fmt_us(t, sizeof(t), us);
 		strbuf_addf(sb, "| %zu | `%.7s` | %s | ", i,
-			    git_oid_tostr_s(&e->id), e->note ? t :
+			    git_oid_tostr_s(&e->id), e->result.note ? t :
 			    "unverified");
 		if (s > 0)
 			strbuf_addf(sb, "%.2fx", s);
@@ -428,7 +430,7 @@ static void kept_table(struct strbuf *sb, const struct report *r)
 		if (ratio > 0)
 			strbuf_addf(sb, "%.2fx", ratio);
 		strbuf_addstr(sb, " | ");
-		add_pct(sb, num(e->note, "roofline"));
+		add_pct(sb, e->result.roofline);
 		strbuf_addstr(sb, " | ");
 		add_cell(sb, e->subject);
 		strbuf_addstr(sb, " |\n");
@@ -462,10 +464,10 @@ static void rejected_table(struct strbuf *sb, const struct report *r)
 
 void report_md(struct strbuf *sb, const struct report *r, const char *svg)
 {
-	json_t *note = (r->best ? r->best : r->base)->note;
+	const struct result *res = &(r->best ? r->best : r->base)->result;
 
-	headline(sb, r, note);
-	summary(sb, r, note);
+	headline(sb, r, res);
+	summary(sb, r, res);
 	results(sb, r);
 	if (svg)
 		strbuf_addf(sb, "![time per experiment: kept, rejected, best "

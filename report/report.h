@@ -15,14 +15,14 @@
  *	json_t *j = report_json(&r);            // the caller's reference
  *	report_release(&r);
  *
- * Everything comes from git: commit messages, and the JSON notes of kept
- * commits and attempts (judge/hooks.c writes them).  Three fields of a
- * note are optional and used when present: "references", timings of
- * other implementations ([{name, median_us}] or {name: us}), "shapes",
- * per-shape timings ([{shape, dtype, median_us, roofline}]), and
- * "torch", PyTorch's own op timed beside the kernel by `bench --torch
- * --record` ({torch, device, shapes: [{shape, dtype, kernel_us, eager,
- * compile, vs_eager, vs_compile}]}).
+ * Everything comes from git: commit messages, and the notes of kept
+ * commits and attempts, read as struct result (lib/result.h has their
+ * schema).  Two objects of a note are read here as they are, when
+ * present: "references", timings of other implementations ([{name,
+ * median_us}] or {name: us}), and "torch", PyTorch's own op timed beside
+ * the kernel by `bench --torch --record` ({torch, device, no_compile,
+ * shapes: [{shape, dtype, kernel_us, eager, compile, vs_eager,
+ * vs_compile}]}).
  */
 #ifndef REPORT_H
 #define REPORT_H
@@ -42,10 +42,11 @@ struct report {
 	struct history h;       /* every experiment, oldest first */
 	char branch[300];
 	const struct experiment *base;  /* h.e[0], the baseline */
-	const struct experiment *best;  /* fastest measured kept commit */
+	const struct experiment *best;  /* history_best(): the fastest
+					 * measured kept commit */
 	const struct experiment *tip;   /* HEAD, the newest commit */
 	double base_us, best_us, tip_us;        /* 0 when not measured */
-	json_t *bench;          /* the best's bench result (borrowed) */
+	struct result_bench bench;      /* the best's; zeros when none */
 	char shape[64], dtype[8];       /* the bench's, "?" when unknown */
 	double floor_us;        /* from the best's run; 0 when unknown */
 	json_t *references;     /* [{name, median_us}], owned */
@@ -74,16 +75,14 @@ double report_speedup(const struct report *r, const struct experiment *e);
  * attempt's, the time of the commit it was tried on over the ratio that
  * decided, else its own median; 0 when it has none. */
 double report_plot_us(const struct report *r, const struct experiment *e);
-/* Whether e is a measured baseline or kept commit. */
-int report_is_kept(const struct experiment *e);
 /* Times of 1 us to 1 s, short: "17.8", "4751.8", "12345". */
 void report_fmt_us(char *buf, size_t n, double us);
 
 /* Each of r->warnings as "warning: ..." on stderr. */
 void report_warn(const struct report *r);
 
-/* PyTorch's figures at a shape row {shape, dtype} of r->torch, or NULL. */
-json_t *report_torch_at(const struct report *r, json_t *row);
+/* PyTorch's figures in r->torch at the shape and dtype of s, or NULL. */
+json_t *report_torch_at(const struct report *r, const struct result_shape *s);
 
 /* The commands a reviewer runs to reproduce the result, one a line. */
 void report_reproduce(struct strbuf *out, const struct report *r);

@@ -101,56 +101,43 @@ static void widen(double *lo, double *hi, double us)
 static double shape_us(const struct experiment *e, const char *shape,
 		       const char *dtype)
 {
-	json_t *v = experiment_shapes(e->note), *x;
 	double us = 0;
-	size_t i;
 
-	json_array_foreach(v, i, x) {
-		const char *sh = json_string_value(json_object_get(x, "shape"));
-		const char *dt = json_string_value(json_object_get(x, "dtype"));
+	for (size_t i = 0; i < e->result.nr_shapes; i++) {
+		const struct result_shape *x = &e->result.shapes[i];
 
-		if (sh && !strcmp(sh, shape) && (!dt || !dtype ||
-						  !strcmp(dt, dtype)))
-			us = json_number_value(json_object_get(x, "median_us"));
+		if (x->shape && !strcmp(x->shape, shape) && (!x->dtype ||
+		    !dtype || !strcmp(x->dtype, dtype)))
+			us = x->median_us;
 	}
-	json_decref(v);
 	return us;
 }
 
-/* The workload's shapes (the best's note, else the baseline's) when
- * there are several, else NULL; the caller json_decref()s it. */
-static json_t *plot_shapes(const struct report *r)
+/* The workload (the best's note, else the baseline's) when it has
+ * several shapes, else NULL. */
+static const struct result *plot_shapes(const struct report *r)
 {
-	json_t *v = experiment_shapes((r->best ? r->best : r->base)->note);
+	const struct result *res = &(r->best ? r->best : r->base)->result;
 
-	if (json_array_size(v) > 1)
-		return v;
-	json_decref(v);
-	return NULL;
+	return res->nr_shapes > 1 ? res : NULL;
 }
 
 /* 0 when nothing has a time. */
 static int make_scale(struct scale *s, const struct report *r)
 {
+	const struct result *v = plot_shapes(r);
 	double lo = 0, hi = 0, pad;
-	json_t *v, *x;
-	size_t k;
 
 	for (size_t i = 0; i < r->h.nr; i++)
 		widen(&lo, &hi, report_plot_us(r, &r->h.e[i]));
 	widen(&lo, &hi, r->base_us);
 	widen(&lo, &hi, r->floor_us);
-	if ((v = plot_shapes(r))) {
-		json_array_foreach(v, k, x)
-			for (size_t i = 0; i < r->h.nr; i++)
-				if (report_is_kept(&r->h.e[i]))
-					widen(&lo, &hi, shape_us(&r->h.e[i],
-						json_string_value(json_object_get(
-							x, "shape")),
-						json_string_value(json_object_get(
-							x, "dtype"))));
-		json_decref(v);
-	}
+	for (size_t k = 0; v && k < v->nr_shapes; k++)
+		for (size_t i = 0; i < r->h.nr; i++)
+			if (experiment_is_kept(&r->h.e[i]))
+				widen(&lo, &hi, shape_us(&r->h.e[i],
+					v->shapes[k].shape,
+					v->shapes[k].dtype));
 	s->xlo = -0.5;
 	s->xhi = r->h.nr > 1 ? r->h.nr - 0.5 : 0.5;
 	if (!hi)
@@ -269,7 +256,7 @@ static void points(struct strbuf *sb, const struct report *r,
 		const char *end;
 
 		if (us > 0 && have_y) {
-			int kept = report_is_kept(e);
+			int kept = experiment_is_kept(e);
 
 			strbuf_addf(sb, "<circle class=\"%s\" cx=\"%.1f\" "
 				    "cy=\"%.1f\" r=\"4.5\" %s>",
@@ -308,7 +295,7 @@ static void frontier(struct strbuf *sb, const struct report *r,
 		const struct experiment *e = &r->h.e[i];
 		double us = report_time(e);
 
-		if (!report_is_kept(e) || us <= 0 || (best && us >= best))
+		if (!experiment_is_kept(e) || us <= 0 || (best && us >= best))
 			continue;
 		if (!best)
 			strbuf_addf(sb, "M%.1f %.1f", xmap(s, i), ymap(s, us));
@@ -333,15 +320,13 @@ static const char *const shape_colors[] = {
 static void shape_lines(struct strbuf *sb, const struct report *r,
 			const struct scale *s)
 {
-	json_t *v = plot_shapes(r), *x;
-	size_t k;
+	const struct result *v = plot_shapes(r);
 
 	if (!v)
 		return;
 	strbuf_addstr(sb, "<g id=\"shapes\" font-size=\"10\">\n");
-	json_array_foreach(v, k, x) {
-		const char *sh = json_string_value(json_object_get(x, "shape"));
-		const char *dt = json_string_value(json_object_get(x, "dtype"));
+	for (size_t k = 0; k < v->nr_shapes; k++) {
+		const char *sh = v->shapes[k].shape, *dt = v->shapes[k].dtype;
 		const char *c = shape_colors[k % ARRAY_SIZE(shape_colors)];
 		double lx = 0, ly = 0;
 		int n = 0;
@@ -351,7 +336,7 @@ static void shape_lines(struct strbuf *sb, const struct report *r,
 		strbuf_addf(sb, "<path id=\"shape-%zu\" fill=\"none\" "
 			    "stroke=\"%s\" stroke-width=\"1\" d=\"", k, c);
 		for (size_t i = 0; i < r->h.nr; i++) {
-			double us = report_is_kept(&r->h.e[i]) ?
+			double us = experiment_is_kept(&r->h.e[i]) ?
 				shape_us(&r->h.e[i], sh, dt) : 0;
 
 			if (us <= 0)
@@ -373,7 +358,6 @@ static void shape_lines(struct strbuf *sb, const struct report *r,
 		}
 	}
 	strbuf_addstr(sb, "</g>\n");
-	json_decref(v);
 }
 
 static void legend(struct strbuf *sb, int unverified)
@@ -425,10 +409,8 @@ static void subtitle_commit(struct strbuf *sb, const struct report *r,
 
 static void titles(struct strbuf *sb, const struct report *r)
 {
-	json_t *note = (r->best ? r->best : r->base)->note;
-	const char *op = json_string_value(json_object_get(note, "op"));
-	const char *dev = json_string_value(json_object_get(
-		json_object_get(note, "device"), "name"));
+	const struct result *res = &(r->best ? r->best : r->base)->result;
+	const char *op = res->op, *dev = res->device_name;
 	char a[32], f[32];
 
 	strbuf_addf(sb, "<text x=\"%d\" y=\"26\" font-size=\"16\" "
@@ -492,8 +474,7 @@ void report_svg(struct strbuf *sb, const struct report *r)
 		hline(sb, &s, "baseline", r->base_us, "baseline", "6 4",
 		      r->floor_us > r->base_us);
 	if (have_y && r->floor_us > 0) {
-		const char *kind = json_string_value(json_object_get(r->bench,
-								"floor_kind"));
+		const char *kind = r->bench.floor_kind;
 		struct strbuf label = STRBUF_INIT;
 
 		strbuf_addf(&label, "floor (%s)", kind ? kind :
