@@ -118,11 +118,20 @@ $(B)/ak-runner-hip: $(RUNNER_COMMON) backends/dev-gpu.c backends/*.h $(B)/backen
 
 TESTS = $(sort $(wildcard tests/t[0-9]*.sh))
 PROVE ?= prove
+# A failed test's output is printed again after prove's summary (the end
+# of the output is what a CI log keeps).
+FAIL_LOG = $(CURDIR)/$(B)/test-failures.log
 check: all
-	AK_BUILD=$(CURDIR)/$(B) $(PROVE) -j2 --timer $(UNIT_BIN) $(TESTS)
+	@rm -f $(FAIL_LOG)
+	AK_BUILD=$(CURDIR)/$(B) AK_FAIL_LOG=$(FAIL_LOG) $(PROVE) -j2 --timer \
+		$(UNIT_BIN) $(TESTS) || { test -f $(FAIL_LOG) && \
+		sed -e 's/^/  /' $(FAIL_LOG); exit 1; }
 
 check-gpu: all
-	AK_BUILD=$(CURDIR)/$(B) $(PROVE) --timer $(sort $(wildcard tests/gpu/t*.sh))
+	@rm -f $(FAIL_LOG)
+	AK_BUILD=$(CURDIR)/$(B) AK_FAIL_LOG=$(FAIL_LOG) $(PROVE) --timer \
+		$(sort $(wildcard tests/gpu/t*.sh)) || { test -f $(FAIL_LOG) && \
+		sed -e 's/^/  /' $(FAIL_LOG); exit 1; }
 
 bench: all
 	AK_BUILD=$(CURDIR)/$(B) ./tests/bench.sh

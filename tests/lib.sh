@@ -49,6 +49,19 @@ unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE
 test_count=0
 test_failed=0
 
+# A failure's output on stderr (prove shows it even without -v), and,
+# when make check names one, in a log that it prints again after the
+# summary, where a CI that keeps only the end of its output still shows it.
+test_failure_log () {
+	sed -e 's/^/#   /' "$TRASH/.out" | tail -n 40 >&2
+	if test -n "${AK_FAIL_LOG:-}"; then
+		{
+			echo "== $(basename "$0"): not ok $test_count - $1"
+			tail -n 40 "$TRASH/.out"
+		} >>"$AK_FAIL_LOG"
+	fi
+}
+
 test_expect_success () {
 	test_count=$((test_count + 1))
 	if (eval "$2") >"$TRASH/.out" 2>&1; then
@@ -56,8 +69,7 @@ test_expect_success () {
 	else
 		test_failed=$((test_failed + 1))
 		echo "not ok $test_count - $1"
-		# on stderr, which prove shows even without -v
-		sed -e 's/^/#   /' "$TRASH/.out" | tail -n 40 >&2
+		test_failure_log "$1"
 	fi
 }
 
@@ -70,7 +82,7 @@ test_setup () {
 	else
 		test_failed=$((test_failed + 1))
 		echo "not ok $test_count - $1"
-		sed -e 's/^/#   /' "$TRASH/.out" | tail -n 40 >&2
+		test_failure_log "$1"
 	fi
 }
 
