@@ -157,6 +157,23 @@ softmax_regs(const T *__restrict__ x, T *__restrict__ y, int64_t R, int64_t C)
 	}
 }
 
+/* One vector of the online max and sum: the running max m and the sum s
+ * of exp(x - m) over what came before, updated by f[0..VEC). */
+template <int VEC>
+static __device__ __forceinline__ void online_step(const float (&f)[VEC],
+						   float &m, float &s)
+{
+	float mn = m;
+#pragma unroll
+	for (int j = 0; j < VEC; j++)
+		mn = fmaxf(mn, f[j]);
+	s *= rescale(m, mn);
+#pragma unroll
+	for (int j = 0; j < VEC; j++)
+		s += expf(f[j] - mn);
+	m = mn;
+}
+
 /* Rows too long for registers: online max/sum pass, then normalize pass. */
 template <typename T, int VEC>
 __global__ void __launch_bounds__(BLOCK)
@@ -171,15 +188,7 @@ softmax_long(const T *__restrict__ x, T *__restrict__ y, int64_t R, int64_t C)
 
 	for (int64_t i = t; i < nv; i += GROUP) {
 		load_vec<T, VEC>(x + off + i * VEC, f);
-		float mn = m;
-#pragma unroll
-		for (int j = 0; j < VEC; j++)
-			mn = fmaxf(mn, f[j]);
-		s *= rescale(m, mn);
-#pragma unroll
-		for (int j = 0; j < VEC; j++)
-			s += expf(f[j] - mn);
-		m = mn;
+		online_step<VEC>(f, m, s);
 	}
 	const float mx = group_reduce(m, red, op_max());
 	s *= rescale(m, mx);
@@ -293,15 +302,7 @@ softmax_chunk_stats(const T *__restrict__ x, float *__restrict__ part,
 
 	for (int64_t i = lo + threadIdx.x; i < hi; i += BLOCK) {
 		load_vec<T, VEC>(xr + i * VEC, f);
-		float mn = m;
-#pragma unroll
-		for (int j = 0; j < VEC; j++)
-			mn = fmaxf(mn, f[j]);
-		sum *= rescale(m, mn);
-#pragma unroll
-		for (int j = 0; j < VEC; j++)
-			sum += expf(f[j] - mn);
-		m = mn;
+		online_step<VEC>(f, m, sum);
 	}
 	const float mx = block_reduce(m, red, op_max());
 	sum = block_reduce(sum * rescale(m, mx), red, op_sum());
