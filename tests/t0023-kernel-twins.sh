@@ -6,16 +6,20 @@
 #	...
 #	/* ---- end shared: NAME ---- */
 #
-# and every file the marker names holds the same region, to the byte.
+# (in Python, the Triton starters: "# ---- shared: ... ----" and
+# "# ---- end shared: NAME ----"), and every file the marker names holds
+# the same region, to the byte.
 . "$(dirname "$0")/lib.sh"
 
 # region FILE NAME: region NAME of FILE, markers included; fails unless
 # FILE holds it once, with its end.
 region () {
 	awk -v name="$2" '
-		index($0, "/* ---- shared: " name " (") == 1 { n++; on = 1 }
+		index($0, "/* ---- shared: " name " (") == 1 ||
+		index($0, "# ---- shared: " name " (") == 1 { n++; on = 1 }
 		on { print }
-		on && $0 == "/* ---- end shared: " name " ---- */" {
+		on && ($0 == "/* ---- end shared: " name " ---- */" ||
+		       $0 == "# ---- end shared: " name " ----") {
 			on = 0
 			ends++
 		}
@@ -28,10 +32,12 @@ region () {
 check_twins () {
 	found=0 bad=0
 	for k in "$1"/*/*; do
-		grep '^/\* ---- shared: ' "$k" >"$TRASH/markers" || continue
+		test -f "$k" || continue
+		grep '^\(/\*\|#\) ---- shared: ' "$k" >"$TRASH/markers" || continue
 		while read -r line; do
 			found=$((found + 1))
-			name=$(echo "$line" | sed 's|^/\* ---- shared: \([^ ]*\) .*|\1|')
+			name=$(echo "$line" |
+				sed 's@^\(/\*\|#\) ---- shared: \([^ ]*\) .*@\2@')
 			files=$(echo "$line" |
 				sed -n 's|.*(kept equal in \([^;]*\);.*|\1|p' | tr -d ,)
 			case " $files " in
@@ -60,7 +66,9 @@ test_expect_success 'the shared regions of the starters are equal' '
 	check_twins "$SRC_DIR/kernels" >out &&
 	cat out &&
 	grep -c "^/\* ---- shared: " "$SRC_DIR"/kernels/cuda/*.cu >count &&
-	grep "matmul.cu:[1-9]" count
+	grep "matmul.cu:[1-9]" count &&
+	grep -c "^# ---- shared: " "$SRC_DIR"/kernels/triton/*.py >count &&
+	grep "softmax.py:[1-9]" count && grep "rmsnorm.py:[1-9]" count
 '
 
 test_setup 'a copy of the starters' '
@@ -76,6 +84,16 @@ test_expect_success 'a line changed in one copy is found' '
 	! check_twins k >out &&
 	grep "fused_mlp.cu: .mbarrier-tma-wgmma. differs" out &&
 	cp saved k/cuda/fused_mlp.cu &&
+	check_twins k
+'
+
+test_expect_success 'in a Triton starter too' '
+	sed "s/block \/\/ 256))$/block \/\/ 128))/" k/triton/rmsnorm.py >changed &&
+	! cmp -s changed k/triton/rmsnorm.py &&
+	cp k/triton/rmsnorm.py saved && cp changed k/triton/rmsnorm.py &&
+	! check_twins k >out &&
+	grep "rmsnorm.py: .row_launch. differs" out &&
+	cp saved k/triton/rmsnorm.py &&
 	check_twins k
 '
 

@@ -54,6 +54,17 @@ def layernorm_row(x_ptr, w_ptr, b_ptr, y_ptr, C, eps, BLOCK: tl.constexpr,
             tl.store(y_row + c, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+# ---- shared: row_launch (kept equal in layernorm.py, rmsnorm.py, softmax.py; tests/t0023-kernel-twins.sh) ----
+def row_launch(C):
+    """One program per row of C elements: whether the row fits in one
+    BLOCK (one pass, the row held in registers), the block to launch, and
+    its warps."""
+    fits = triton.next_power_of_2(C) <= BLOCK
+    block = max(triton.next_power_of_2(C), 32) if fits else BLOCK
+    return fits, block, max(1, min(WARPS, block // 256))
+# ---- end shared: row_launch ----
+
+
 def ak_kernel(a):
     x, w, b = a.inp
     y = a.out[0]
@@ -61,9 +72,7 @@ def ak_kernel(a):
     R = x.numel() // C if C else 0
     if R == 0:
         return 0
-    fits = triton.next_power_of_2(C) <= BLOCK
-    block = max(triton.next_power_of_2(C), 32) if fits else BLOCK
-    warps = max(1, min(WARPS, block // 256))
+    fits, block, warps = row_launch(C)
     layernorm_row[(R,)](x, w, b, y, C, a.scalar[0], BLOCK=block,
                         ONE_PASS=fits, num_warps=warps)
     return 0

@@ -43,6 +43,17 @@ def rmsnorm_row(x_ptr, w_ptr, y_ptr, C, eps, BLOCK: tl.constexpr,
                      mask=mask)
 
 
+# ---- shared: row_launch (kept equal in layernorm.py, rmsnorm.py, softmax.py; tests/t0023-kernel-twins.sh) ----
+def row_launch(C):
+    """One program per row of C elements: whether the row fits in one
+    BLOCK (one pass, the row held in registers), the block to launch, and
+    its warps."""
+    fits = triton.next_power_of_2(C) <= BLOCK
+    block = max(triton.next_power_of_2(C), 32) if fits else BLOCK
+    return fits, block, max(1, min(WARPS, block // 256))
+# ---- end shared: row_launch ----
+
+
 def ak_kernel(a):
     x, w = a.inp
     y = a.out[0]
@@ -50,9 +61,7 @@ def ak_kernel(a):
     R = x.numel() // C if C else 0
     if R == 0:
         return 0
-    fits = triton.next_power_of_2(C) <= BLOCK
-    block = max(triton.next_power_of_2(C), 32) if fits else BLOCK
-    warps = max(1, min(WARPS, block // 256))
+    fits, block, warps = row_launch(C)
     rmsnorm_row[(R,)](x, w, y, C, a.scalar[0], BLOCK=block, ONE_PASS=fits,
                       num_warps=warps)
     return 0
