@@ -49,6 +49,15 @@ unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE
 test_count=0
 test_failed=0
 
+# The honest f32 softmax and its helpers, which the cheating kernels of
+# tests/kernels/cheat wrap: tests/kernels/softmax-f32.c as honest_kernel(),
+# then honest.h.
+honest_h () {
+	sed -e 's/^int ak_kernel(/static int honest_kernel(/' -e '/BREAK/d' \
+		"$TEST_DIR/kernels/softmax-f32.c"
+	cat "$TEST_DIR/kernels/cheat/honest.h"
+}
+
 # A failure's output on stderr (prove shows it even without -v), and,
 # when make check names one, in a log that it prints again after the
 # summary, where a CI that keeps only the end of its output still shows it.

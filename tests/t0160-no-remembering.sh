@@ -10,13 +10,13 @@ K="$TEST_DIR/kernels/cheat"
 small_problem softmax | sed -e 's/"f16", "bf16", "f32"/"f32"/' >small.json
 # cheat NAME: one file, the honest softmax and the cheat around it
 cheat () {
-	{ cat "$K/honest.h"; grep -v '#include "honest.h"' "$K/$1.c"; } >"$1.c"
+	{ honest_h; grep -v '#include "honest.h"' "$K/$1.c"; } >"$1.c"
 }
 for c in replay-pointer replay-content coast some-rows tripwire; do
 	cheat $c
 done
-{ cat "$K/honest.h"; printf 'int ak_kernel(const struct ak_args *a)\n{\n\treturn honest_kernel(a);\n}\n'; } >honest.c
-{ cat "$K/honest.h"; printf 'int ak_kernel(const struct ak_args *a)\n{\n\treturn slow_kernel(a);\n}\n'; } >slow.c
+{ honest_h; printf 'int ak_kernel(const struct ak_args *a)\n{\n\treturn honest_kernel(a);\n}\n'; } >honest.c
+{ honest_h; printf 'int ak_kernel(const struct ak_args *a)\n{\n\treturn slow_kernel(a);\n}\n'; } >slow.c
 
 test_setup 'a branch whose best is the honest kernel' '
 	new_repo repo && cd repo &&

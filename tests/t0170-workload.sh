@@ -10,7 +10,7 @@ small_problem softmax | sed -e 's/"f16", "bf16", "f32"/"f32"/' >small.json
 # a kernel doing the honest work W times at C == 4096 and S times at C == 64
 # (S in thirds: 4 is 1.33x)
 shaped () {
-	{ cat "$K/honest.h"
+	{ honest_h
 	  cat <<EOF2
 static void some(const struct ak_args *a, int thirds)
 {

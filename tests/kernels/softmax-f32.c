@@ -1,5 +1,6 @@
-/* A plain f32 softmax for the integrity tests: each variant in
- * t0010-verify.sh breaks it in one way. */
+/* A plain f32 softmax for the tests: each variant in
+ * t0010-verify-bad-kernels.sh breaks it in one way (at BREAK), and the
+ * cheats of tests/kernels/cheat wrap it (honest_h in tests/lib.sh). */
 #include <math.h>
 #include "autokernel.h"
 
