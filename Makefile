@@ -97,10 +97,13 @@ $(B)/backends/gen-cuda.o: backends/gen-gpu.cu include/ak-wire.h include/autokern
 	$(NVCC) -O3 -Iinclude -gencode=arch=compute_90,code=sm_90 \
 		-gencode=arch=compute_75,code=compute_75 -c -o $@ $<
 
+# hipcc 5.2 leaves two empty directories in $TMPDIR per compile: there,
+# a folder of the build's own.
 $(B)/backends/gen-hip.o: backends/gen-gpu.cu include/ak-wire.h include/autokernel.h
-	@mkdir -p $(dir $@)
-	$(HIPCC) -std=c++17 -O3 -Iinclude -x hip --offload-arch=gfx90a \
-		-fPIC -c -o $@ $<
+	@mkdir -p $(dir $@) $(B)/hipcc-tmp
+	TMPDIR=$(CURDIR)/$(B)/hipcc-tmp $(HIPCC) -std=c++17 -O3 -Iinclude \
+		-x hip --offload-arch=gfx90a -fPIC -c -o $@ $< && \
+		rm -rf $(B)/hipcc-tmp
 
 $(B)/ak-runner-cuda: $(RUNNER_COMMON) backends/dev-gpu.c backends/*.h $(B)/backends/gen-cuda.o
 	@mkdir -p $(dir $@)

@@ -7,12 +7,14 @@ Triton); with "cuda", the same kernels on the GPU.  The benchmark's
 generator is written again here from doc/runner-protocol.md, in integers,
 so the runner's (torch arithmetic on the device) is checked against it.
 """
+import atexit
 import json
 import math
 import mmap
 import os
 import random
 import select
+import shutil
 import struct
 import subprocess
 import sys
@@ -21,6 +23,7 @@ import tempfile
 RUNNER = sys.argv[1]
 DEVICE = sys.argv[2] if len(sys.argv) > 2 else "fake"
 TMP = tempfile.mkdtemp(prefix="ak-proto-")
+atexit.register(shutil.rmtree, TMP, True)
 SHM_SIZE = 8 << 20
 F16, BF16, F32, F64, I32, I64 = range(6)
 SIZE = [2, 2, 4, 8, 4, 8]
