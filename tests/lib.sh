@@ -60,19 +60,32 @@ honest_h () {
 
 # A failure's output on stderr (prove shows it even without -v), and,
 # when make check names one, in a log that it prints again after the
-# summary, where a CI that keeps only the end of its output still shows it.
+# summary, where a CI that keeps only the end of its output still shows it;
+# there, also the ends of the files the test wrote beside the repositories
+# (the ../err a command's stderr went to).
 test_failure_log () {
 	sed -e 's/^/#   /' "$TRASH/.out" | tail -n 40 >&2
-	if test -n "${AK_FAIL_LOG:-}"; then
-		{
-			echo "== $(basename "$0"): not ok $test_count - $1"
-			tail -n 40 "$TRASH/.out"
-		} >>"$AK_FAIL_LOG"
-	fi
+	test -n "${AK_FAIL_LOG:-}" || return 0
+	{
+		echo "== $(basename "$0"): not ok $test_count - $1"
+		tail -n 40 "$TRASH/.out"
+		find "$TRASH" -maxdepth 1 -type f -newer "$TRASH/.start" \
+			! -name .out ! -name .start -size -256k 2>/dev/null |
+		while read -r f; do
+			echo "-- ${f#$TRASH/}:"
+			tail -n 15 "$f"
+		done
+	} >>"$AK_FAIL_LOG"
+}
+
+# Marks when a test began, for test_failure_log.
+test_begin () {
+	test_count=$((test_count + 1))
+	: >"$TRASH/.start"
 }
 
 test_expect_success () {
-	test_count=$((test_count + 1))
+	test_begin
 	if (eval "$2") >"$TRASH/.out" 2>&1; then
 		echo "ok $test_count - $1"
 	else
@@ -85,7 +98,7 @@ test_expect_success () {
 # Like test_expect_success, but the body runs in this shell, so what it
 # sets stays set (use for set-up steps).
 test_setup () {
-	test_count=$((test_count + 1))
+	test_begin
 	if eval "$2" >"$TRASH/.out" 2>&1; then
 		echo "ok $test_count - $1"
 	else
