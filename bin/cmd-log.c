@@ -22,10 +22,13 @@ static const char usage_log[] =
 #define ROW_FMT "%4s  %-7s %-9s %-9s %-10s %10s %8s %8s %6s  %s\n"
 
 /* key to x when the note has it (has) */
-static void set_real(json_t *o, const char *key, double x, unsigned has)
+/* The note's figure under key, as the note wrote it, when it has one. */
+static void set_figure(json_t *o, const struct result *res, const char *key)
 {
-	if (has)
-		json_object_set_new(o, key, json_real(x));
+	json_t *v = result_figure(res, key);
+
+	if (v)
+		json_object_set_new(o, key, v);
 }
 
 static json_t *row_json(const struct experiment *e)
@@ -49,11 +52,11 @@ static json_t *row_json(const struct experiment *e)
 	if (*experiment_reason(e))
 		json_object_set_new(r, "reason",
 				    json_string(experiment_reason(e)));
-	set_real(r, "time_us", res->time_us, res->has & RESULT_HAS_TIME_US);
-	set_real(r, "speedup", res->speedup, res->has & RESULT_HAS_SPEEDUP);
+	set_figure(r, res, "time_us");
+	set_figure(r, res, "speedup");
 	if (ratio > 0)
 		json_object_set_new(r, "head_ratio", json_real(ratio));
-	set_real(r, "roofline", res->roofline, res->has & RESULT_HAS_ROOFLINE);
+	set_figure(r, res, "roofline");
 	if (res->tokens)
 		json_object_set(r, "tokens", res->tokens);
 	return r;

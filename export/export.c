@@ -412,24 +412,29 @@ static json_t *shapes_json(json_t *norm, json_t *raw, const struct op *op)
 	return s;
 }
 
-/* A number of the note, null when it has none (has). */
-static json_t *real_or_null(double x, unsigned has)
+/* A figure of the note as it wrote it, null when it has none. */
+static json_t *figure_or_null(const struct result *r, const char *key)
 {
-	return has ? json_real(x) : json_null();
+	json_t *v = result_figure(r, key);
+
+	return v ? v : json_null();
+}
+
+/* A key of the note's verify object as it wrote it, null when absent. */
+static json_t *verify_or_null(const struct result *r, const char *key)
+{
+	json_t *v = json_object_get(json_object_get(r->note, "verify"), key);
+
+	return v ? json_incref(v) : json_null();
 }
 
 static json_t *note_facts(const struct result *r)
 {
-	int v = r->verify_pass >= 0;
-
 	return json_pack("{s:s?, s:o, s:o, s:{s:o, s:o}}", "status", r->status,
-			 "time_us", real_or_null(r->time_us,
-						 r->has & RESULT_HAS_TIME_US),
-			 "speedup", real_or_null(r->speedup,
-						 r->has & RESULT_HAS_SPEEDUP),
-			 "verify", "pass", v ? json_boolean(r->verify_pass) :
-			 json_null(), "stages_passed", v ?
-			 json_integer(r->stages_passed) : json_null());
+			 "time_us", figure_or_null(r, "time_us"),
+			 "speedup", figure_or_null(r, "speedup"),
+			 "verify", "pass", verify_or_null(r, "pass"),
+			 "stages_passed", verify_or_null(r, "stages_passed"));
 }
 
 /* The manifest's entry of a kernel, from its problem.json (raw, and

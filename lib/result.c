@@ -39,8 +39,9 @@ static void read_bench(struct result_bench *b, json_t *bench)
 
 	b->shape = str(bench, "shape");
 	b->dtype = str(bench, "dtype");
-	b->kernels = (int)json_array_size(kernels);
-	for (int i = 0; i < b->kernels && i < 3; i++)
+	b->kernels = json_array_size(kernels) < 3 ?
+		(int)json_array_size(kernels) : 3;
+	for (int i = 0; i < b->kernels; i++)
 		b->median_us[i] = num(json_array_get(kernels, i), "median_us");
 	b->floor_us = num(bench, "floor_us");
 	b->floor_kind = str(bench, "floor_kind");
@@ -54,9 +55,11 @@ static int shape_row(struct result_shape *s, json_t *b, double weight)
 {
 	json_t *k = json_array_get(json_object_get(b, "kernels"), 0);
 
-	if (!json_object_get(b, "shape") || !json_object_get(b, "dtype") ||
-	    !json_object_get(b, "floor_us") ||
-	    !json_object_get(k, "median_us") || !json_object_get(k, "roofline"))
+	if (!json_is_string(json_object_get(b, "shape")) ||
+	    !json_is_string(json_object_get(b, "dtype")) ||
+	    !json_is_number(json_object_get(b, "floor_us")) ||
+	    !json_is_number(json_object_get(k, "median_us")) ||
+	    !json_is_number(json_object_get(k, "roofline")))
 		return -1;
 	s->shape = str(b, "shape");
 	s->dtype = str(b, "dtype");
@@ -213,6 +216,13 @@ json_t *result_to_note(const struct result *r)
 	put_real(n, "head_ratio", r->head_ratio,
 		 r->has & RESULT_HAS_HEAD_RATIO);
 	return n;
+}
+
+json_t *result_figure(const struct result *r, const char *key)
+{
+	json_t *v = json_object_get(r->note, key);
+
+	return json_is_number(v) ? json_incref(v) : NULL;
 }
 
 void result_release(struct result *r)

@@ -151,7 +151,8 @@ struct result_shape {
 /* The note's "bench": the first shape's run; zeros and NULLs if none. */
 struct result_bench {
 	const char *shape, *dtype;      /* shape NULL: the note has no bench */
-	int kernels;                    /* how many were timed, 0 to 3 */
+	int kernels;                    /* how many were timed, 0 to 3 (a
+					 * longer array's first three) */
 	double median_us[3];            /* the candidate, HEAD, baseline */
 	double floor_us;
 	const char *floor_kind;         /* "copy" or "matrix" */
@@ -233,6 +234,15 @@ int result_from_note(struct result *r, json_t *note);
  * result.
  */
 json_t *result_to_note(const struct result *r);
+
+/*
+ * The note's own number under key ("time_us", "speedup", "roofline"), as
+ * the note wrote it (an integer stays one), for the readers that pass
+ * figures on (log --json, report --format json, the export manifest); a
+ * new reference, or NULL when the note has none (its RESULT_HAS_* bit is
+ * clear).
+ */
+json_t *result_figure(const struct result *r, const char *key);
 
 /* Frees r's shapes and its reference to the note; r is RESULT_INIT. */
 void result_release(struct result *r);

@@ -358,7 +358,7 @@ static json_t *commit_json(const struct experiment *e, double us)
 		json_object_set_new(o, "time_us", json_real(us));
 	if (e->result.has & RESULT_HAS_ROOFLINE)
 		json_object_set_new(o, "roofline",
-				    json_real(e->result.roofline));
+				    result_figure(&e->result, "roofline"));
 	return o;
 }
 

@@ -100,7 +100,7 @@ static void test_workload(void)
 
 static void test_old(void)
 {
-	json_t *n = json_loads(old_note, 0, NULL);
+	json_t *n = json_loads(old_note, 0, NULL), *fig;
 	struct result r;
 
 	result_from_note(&r, n);
@@ -113,6 +113,20 @@ static void test_old(void)
 	   "an older \"slower\" within the noise is noise");
 	ok(r.verify_pass == -1 && r.stages_passed == 0 && r.time_us == 4,
 	   "no verify; an integer time");
+	fig = result_figure(&r, "time_us");
+	ok(json_is_integer(fig) && json_integer_value(fig) == 4 &&
+	   !result_figure(&r, "speedup"),
+	   "a figure passed on as the note wrote it; none where it has none");
+	json_decref(fig);
+	result_release(&r);
+	json_decref(n);
+
+	/* a row whose figures are not numbers did not finish */
+	n = json_loads("{\"bench\": {\"shape\": \"4x8\", \"dtype\": \"f32\","
+		       " \"kernels\": [{\"median_us\": null, \"roofline\": 1}],"
+		       " \"floor_us\": 0.5}}", 0, NULL);
+	result_from_note(&r, n);
+	ok(r.nr_shapes == 0, "a shape with a null median is left out");
 	result_release(&r);
 	json_decref(n);
 }
