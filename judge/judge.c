@@ -22,12 +22,27 @@ static int is_dir_with_problem(const char *dir)
 	return !stat(p, &st);
 }
 
+/* The file at path (in the repository) of rev, or of the index when rev
+ * is NULL, into text; 0, or -1 said. */
+static int read_at(const struct candidate *c, struct strbuf *text,
+		   const char *rev, const char *path)
+{
+	int r = repo_read_file(text, rev, path);
+
+	if (r == 1 && c->where)         /* a commit of the experiment */
+		error("'%s' is not in %s: an experiment keeps its problem.json "
+		      "and its kernel", path, c->where);
+	else if (r == 1)
+		error("'%s' is not in %s", path, rev ? rev : "the index");
+	return r ? -1 : 0;
+}
+
 /* Writes the experiment's files from a revision or the index into a
  * fresh temporary directory. */
 static int materialize(struct candidate *c, const char *rev)
 {
 	struct strbuf text = STRBUF_INIT, path = STRBUF_INIT;
-	int r, ret = 0;
+	int ret = -1;
 
 	if (!(c->tmpdir = tempdir_make(repo_autokernel_dir())))
 		return -1;
@@ -35,33 +50,20 @@ static int materialize(struct candidate *c, const char *rev)
 	if (mkdir_p(c->dir) < 0)
 		return -1;
 	strbuf_addf(&path, "%s/problem.json", c->name);
-	r = repo_read_file(&text, rev, path.buf);
-	if (r == 1)
-		ret = error("'%s' is not in %s", path.buf, rev ? rev : "the index");
-	if (r) {
-		ret = -1;
+	if (read_at(c, &text, rev, path.buf) < 0 ||
+	    problem_parse(&c->p, text.buf, path.buf) < 0)
 		goto cleanup;
-	}
-	if (problem_parse(&c->p, text.buf, path.buf) < 0) {
-		ret = -1;
-		goto cleanup;
-	}
 	strbuf_reset(&path);
 	strbuf_addf(&path, "%s/%s", c->name, c->p.kernel);
 	strbuf_reset(&text);
-	r = repo_read_file(&text, rev, path.buf);
-	if (r == 1)
-		ret = error("'%s' is not in %s", path.buf, rev ? rev : "the index");
-	if (r) {
-		ret = -1;
+	if (read_at(c, &text, rev, path.buf) < 0)
 		goto cleanup;
-	}
 	snprintf(c->src, sizeof(c->src), "%s/%s", c->dir, c->p.kernel);
-	ret = write_file_atomic(c->src, text.buf, text.len);
+	ret = write_file_atomic(c->src, text.buf, text.len) < 0 ? -1 : 0;
 cleanup:
 	strbuf_release(&text);
 	strbuf_release(&path);
-	return ret ? -1 : 0;
+	return ret;
 }
 
 /* The revision's full id and a label for it; -1 when it names nothing. */

@@ -30,6 +30,9 @@ struct candidate {
 	char src[PATH_MAX + 80];/* the kernel source */
 	char label[128];        /* "work tree", "index", "HEAD (abc1234)" */
 	char commit[48];        /* full id when loaded from a revision */
+	const char *where;      /* set before candidate_load(): how its
+				 * messages name the revision ("the staged
+				 * tree"), else the revision as given */
 	struct problem p;
 	char *tmpdir;           /* removed by candidate_release() */
 	char *so;               /* built object, after judge_build() */

@@ -71,12 +71,13 @@ cleanup:
 }
 
 static int load_rev(struct candidate *c, const git_oid *id, const char *name,
-		    const char *label)
+		    const char *label, const char *where)
 {
 	char hex[GIT_OID_HEXSZ + 1];
 	int rc;
 
 	git_oid_tostr(hex, sizeof(hex), id);
+	c->where = where;
 	rc = candidate_load(c, hex, name);
 	if (!rc)
 		snprintf(c->label, sizeof(c->label), "%s", label);
@@ -330,7 +331,7 @@ static int load_others(struct judging *x)
 	struct strbuf v = STRBUF_INIT;
 	int rc;
 
-	if ((rc = load_rev(&x->best, x->head, x->name, "HEAD")) ||
+	if ((rc = load_rev(&x->best, x->head, x->name, "HEAD", "HEAD")) ||
 	    (rc = judge_build(&x->j, &x->best, 1, &v))) {
 		error("HEAD's kernel no longer builds or loads: %s", v.buf);
 		strbuf_release(&v);
@@ -339,7 +340,8 @@ static int load_others(struct judging *x)
 	if (!history_baseline(&x->base, x->name, x->head) &&
 	    !git_oid_equal(&x->base, x->head)) {
 		x->have_base = 1;
-		if ((rc = load_rev(&x->first, &x->base, x->name, "baseline")) ||
+		if ((rc = load_rev(&x->first, &x->base, x->name, "baseline",
+				     "the baseline")) ||
 		    (rc = judge_build(&x->j, &x->first, 2, &v))) {
 			warning("the baseline's kernel does not build: %s; "
 				"speedup is against HEAD", v.buf);
@@ -368,7 +370,8 @@ int experiment_judge(json_t **res, const char *name, const git_oid *tree,
 	*res = NULL;
 	strbuf_addf(&ppath, "%s/problem.json", name);
 	x.baseline = !history_tree_has(ht, ppath.buf);
-	if ((rc = load_rev(&x.cand, tree, name, "staged")))
+	if ((rc = load_rev(&x.cand, tree, name, "staged",
+				 "the staged tree")))
 		goto cleanup;
 	if ((rc = check_paths(name, tree, ht, x.baseline, x.cand.p.kernel)))
 		goto cleanup;

@@ -155,6 +155,14 @@ test_expect_success 'the user'"'"'s files survived everything' '
 	grep "local change" README.md
 '
 
+test_expect_success 'a commit that deletes the kernel is refused, the deletion kept' '
+	cd repo && git rm -q softmax/kernel.c &&
+	test_must_fail git commit -q -m "no kernel" 2>err &&
+	grep "softmax/kernel.c. is not in the staged tree" err &&
+	test "$(git status --porcelain softmax)" = "D  softmax/kernel.c" &&
+	git reset -q HEAD -- softmax/kernel.c && git checkout -q -- softmax/kernel.c
+'
+
 test_expect_success 'a second run is refused while one holds the lock' '
 	cd repo && { sleep 30 & pid=$!; } &&
 	mkdir -p .git/autokernel && echo "$pid run" >.git/autokernel/run.lock &&
