@@ -120,6 +120,27 @@ test_expect_success 'a problem.json without a workload judges at its bench shape
 	EOF
 '
 
+test_expect_success 'the shapes share the rounds as they share the time' '
+	cd repo && git checkout -q main &&
+	AUTOKERNEL_BENCH_MS=1000000 git autokernel start softmax --name r1 \
+		--backend host --from ../base.c --problem ../small.json \
+		--shape 4x32 >/dev/null 2>&1 &&
+	git notes --ref=autokernel show HEAD >../n1 &&
+	git checkout -q main &&
+	AUTOKERNEL_BENCH_MS=1000000 git autokernel start softmax --name r2 \
+		--backend host --from ../base.c --problem ../small.json \
+		--shape 4x32:0.5 --shape 8x32:0.5 >/dev/null 2>&1 &&
+	git notes --ref=autokernel show HEAD >../n2 &&
+	python3 - <<-\EOF
+	import json
+	calls = lambda f: [s["checked"]["calls"] for s in
+	                   json.load(open(f))["workload"]["shapes"]]
+	# the baseline alone: warm-up 3 and 400 rounds, or 200 a shape
+	assert calls("../n1") == [403], calls("../n1")
+	assert calls("../n2") == [203, 203], calls("../n2")
+	EOF
+'
+
 test_expect_success 'a bad workload is refused' '
 	cd repo && git checkout -q main &&
 	test_expect_code 2 git autokernel start softmax --name bad1 --backend host \

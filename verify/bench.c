@@ -13,6 +13,11 @@
 
 #define BENCH_WARMUP 3
 #define BENCH_MIN_ITERS 15
+/* Rounds at most, for one shape at scale 1: a workload's shapes share
+ * them as they share the time budget, and a candidate judged again gets
+ * twice as many.  Fast kernels reach this before the time budget, so it
+ * is what bounds a benchmark's wall time on a GPU. */
+#define BENCH_ITERS 400
 
 /* ---- benchmark ---- */
 
@@ -533,8 +538,10 @@ static int bench_times(const struct problem *p, const struct fresh *f,
 
 static json_t *bench_request(struct runner *r, struct fresh *f,
 			     const int *slots, int n, double budget,
-			     uint64_t seed)
+			     double scale, uint64_t seed)
 {
+	int iters = (int)(BENCH_ITERS * scale + 0.5);
+
 	const struct problem *p = f->p;
 	json_t *req = layout_request(r, p, &f->l, f->s, "bench");
 	json_t *js = json_array(), *gen = json_array();
@@ -547,7 +554,8 @@ static json_t *bench_request(struct runner *r, struct fresh *f,
 	json_object_set_new(req, "gen", gen);
 	json_object_set_new(req, "seed", json_integer((json_int_t)seed));
 	json_object_set_new(req, "warmup", json_integer(BENCH_WARMUP));
-	json_object_set_new(req, "iters", json_integer(400));
+	json_object_set_new(req, "iters", json_integer(
+		iters > BENCH_MIN_ITERS ? iters : BENCH_MIN_ITERS));
 	json_object_set_new(req, "min_iters", json_integer(BENCH_MIN_ITERS));
 	json_object_set_new(req, "budget_ms", json_real(budget));
 	json_object_set_new(req, "copy_bytes",
@@ -601,7 +609,7 @@ int bench_fresh(struct runner *r, const struct problem *p,
 	f.settle_gain = settle_gain;
 	f.slot[0] = slots[0];
 	f.slot[1] = n > 1 ? slots[1] : -1;
-	req = bench_request(r, &f, slots, n, budget, seed);
+	req = bench_request(r, &f, slots, n, budget, scale, seed);
 	timeout = r->timeout_ms * (n + 1) + (int)(4 * budget);
 	res = runner_request(r, req, timeout, verdict);
 	res = converse(&f, r, res, timeout, budget,
@@ -788,7 +796,7 @@ int bench_workload(struct runner *r, const struct problem *p,
 		const struct work *w = &p->work[i];
 		json_t *b = NULL;
 
-		/* the time budget shared among the shapes */
+		/* the time budget and the rounds shared among the shapes */
 		ret = bench_fresh(r, p, &w->s, w->dt, slots, n, ceilings,
 				  scale / p->n_work, settle_gain, &b, verdict);
 		if (b) {
