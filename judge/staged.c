@@ -199,13 +199,15 @@ static double tot(json_t *wl, const char *key)
 }
 
 /* The interleaved benchmark of the candidate, HEAD and the baseline at
- * every shape of the workload; 0, or 1 after a rejection. */
-static int bench_once(struct judging *x, int n, double scale, json_t **wl)
+ * every shape of the workload, a shape ending early once settled (settle:
+ * the gain that decides) or never (-1); 0, or 1 after a rejection. */
+static int bench_once(struct judging *x, int n, double scale, double settle,
+		      json_t **wl)
 {
 	static const int slots[3] = { 0, 1, 2 };
 
-	if (judge_run_bench(&x->j, &x->cand.p, slots, n, scale,
-			    config_min_gain(), wl, &x->verdict)) {
+	if (judge_run_bench(&x->j, &x->cand.p, slots, n, scale, settle, wl,
+			    &x->verdict)) {
 		json_object_set_new(x->res, "workload", *wl ? *wl : json_null());
 		*wl = NULL;
 		reject(x, "integrity");
@@ -217,7 +219,8 @@ static int bench_once(struct judging *x, int n, double scale, json_t **wl)
 /*
  * A candidate more than ten times faster than the best is more likely a
  * harness bug or a trick than a discovery: it is judged again by a fresh
- * runner process with twice the timed calls, and that second run stands.
+ * runner process with twice the timed calls, none of its shapes ended
+ * early (it would settle at once), and that second run stands.
  */
 static int bench_suspicious(struct judging *x, int n, json_t **wl)
 {
@@ -232,7 +235,7 @@ static int bench_suspicious(struct judging *x, int n, json_t **wl)
 	json_decref(*wl);
 	*wl = NULL;
 	runner_recycle(&x->j.r);
-	return bench_once(x, n, 2.0, wl);
+	return bench_once(x, n, 2.0, -1, wl);
 }
 
 /* A line per shape: the candidate, HEAD, the baseline, the floor. */
@@ -274,7 +277,7 @@ static int judge_bench(struct judging *x)
 	if (!x->baseline)
 		n = x->have_base ? 3 : 2;
 	phase("benchmark");
-	if (bench_once(x, n, 1.0, &wl) || bench_suspicious(x, n, &wl))
+	if (bench_once(x, n, 1.0, config_min_gain(), &wl) || bench_suspicious(x, n, &wl))
 		return 1;
 	json_object_set_new(x->res, "workload", wl);
 	/* the first shape's figures where one bench was read before */
