@@ -21,7 +21,6 @@ static const char usage_log[] =
 
 #define ROW_FMT "%4s  %-7s %-9s %-9s %-10s %10s %8s %8s %6s  %s\n"
 
-/* key to x when the note has it (has) */
 /* The note's figure under key, as the note wrote it, when it has one. */
 static void set_figure(json_t *o, const struct result *res, const char *key)
 {

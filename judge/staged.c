@@ -277,7 +277,8 @@ static int judge_bench(struct judging *x)
 	if (!x->baseline)
 		n = x->have_base ? 3 : 2;
 	phase("benchmark");
-	if (bench_once(x, n, 1.0, config_min_gain(), &wl) || bench_suspicious(x, n, &wl))
+	if (bench_once(x, n, 1.0, config_min_gain(), &wl) ||
+	    bench_suspicious(x, n, &wl))
 		return 1;
 	json_object_set_new(x->res, "workload", wl);
 	/* the first shape's figures where one bench was read before */

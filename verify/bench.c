@@ -540,11 +540,13 @@ static json_t *bench_request(struct runner *r, struct fresh *f,
 			     const int *slots, int n, double budget,
 			     double scale, uint64_t seed)
 {
-	int iters = (int)(BENCH_ITERS * scale + 0.5);
-
 	const struct problem *p = f->p;
 	json_t *req = layout_request(r, p, &f->l, f->s, "bench");
 	json_t *js = json_array(), *gen = json_array();
+	int iters = (int)(BENCH_ITERS * scale + 0.5);
+
+	if (iters < BENCH_MIN_ITERS)
+		iters = BENCH_MIN_ITERS;
 
 	for (int i = 0; i < n; i++)
 		json_array_append_new(js, json_integer(slots[i]));
@@ -554,8 +556,7 @@ static json_t *bench_request(struct runner *r, struct fresh *f,
 	json_object_set_new(req, "gen", gen);
 	json_object_set_new(req, "seed", json_integer((json_int_t)seed));
 	json_object_set_new(req, "warmup", json_integer(BENCH_WARMUP));
-	json_object_set_new(req, "iters", json_integer(
-		iters > BENCH_MIN_ITERS ? iters : BENCH_MIN_ITERS));
+	json_object_set_new(req, "iters", json_integer(iters));
 	json_object_set_new(req, "min_iters", json_integer(BENCH_MIN_ITERS));
 	json_object_set_new(req, "budget_ms", json_real(budget));
 	json_object_set_new(req, "copy_bytes",
