@@ -7,10 +7,11 @@
 # Then the tuner's throughput on softmax, on the host and on every GPU
 # backend that answers: experiments an hour run alone and with --workers.
 # A benchmark of the harness: it prints numbers and never fails on speed.
-# AK_BENCH_OPS=none skips the host table; AK_BENCH_WORKERS ("alone 1 4")
-# and AK_BENCH_EXPERIMENTS (24) shape the throughput runs,
-# AK_BENCH_NO_HOST_TUNER=1 skips the host's, AK_BENCH_OUT=DIR keeps their
-# logs.
+# AK_BENCH_OPS=none skips the host table; AK_BENCH_BACKENDS ("cuda hip
+# triton") picks the GPU backends; AK_BENCH_WORKERS ("alone 1 4", or none
+# for no tuner runs) and AK_BENCH_EXPERIMENTS (24) shape the throughput
+# runs, AK_BENCH_NO_HOST_TUNER=1 skips the host's, AK_BENCH_OUT=DIR keeps
+# their logs.
 set -u
 AK_BUILD=${AK_BUILD:-$(cd "$(dirname "$0")/.." && pwd)/build}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,7 +49,7 @@ done
 
 # triton: the Python runner, wherever an interpreter imports torch and
 # triton and sees a CUDA device
-for backend in cuda hip triton; do
+for backend in ${AK_BENCH_BACKENDS:-cuda hip triton}; do
 	test "$backend" = triton || test -x "$AK_BUILD/ak-runner-$backend" ||
 		test -x "$AK_BUILD/../libexec/git-autokernel/ak-runner-$backend" ||
 		continue
@@ -97,6 +98,7 @@ done
 # differ; the figure is experiments an hour of wall time.
 throughput () {
 	b=$1 ext=$2 problem=${3:-}
+	test "${AK_BENCH_WORKERS:-}" = none && return 0
 	awk '{ print } !done && /autokernel: tune/ { done = 1
 		print "#define SALT 0  /* autokernel: tune 0,1,2,3,4,5,6,7 */" }' \
 		"$SRC/kernels/$b/softmax.$ext" >"$W/salted.$ext"
@@ -143,7 +145,8 @@ if test -z "${AK_BENCH_NO_HOST_TUNER:-}"; then
 	OMP_NUM_THREADS=1 AK_BENCH_WORKERS=${AK_BENCH_WORKERS_HOST:-alone 1 2} \
 		throughput host c "--problem $W/small.json"
 fi
-for backend in cuda hip; do
+for backend in ${AK_BENCH_BACKENDS:-cuda hip}; do
+	test "$backend" = triton && continue
 	test -x "$AK_BUILD/ak-runner-$backend" ||
 		test -x "$AK_BUILD/../libexec/git-autokernel/ak-runner-$backend" ||
 		continue
