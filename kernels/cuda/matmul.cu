@@ -35,6 +35,11 @@
  * 8 elements, a 3-stage cp.async pipeline, element-wise fills where 16-byte
  * copies don't fit.
  *
+ * f16/bf16 with M <= 64 (a decode step) and K, N multiples of 8 take
+ * gemm_skinny (SKINNY 1): all M rows in one block, K split into slices so
+ * that every SM streams its share of B, the slices summed from an f32
+ * workspace.
+ *
  * f32: a plain shared-memory tiled SIMT kernel (64 x 64 tile, 4 x 4 outputs
  * per thread, FFMA), exact f32 math; tensor-core TF32 would lose precision.
  */
@@ -55,6 +60,7 @@
 #define WGMMA 1     /* autokernel: tune 0,1 */
 #define STAGES 4    /* autokernel: tune 3,4 */
 #define CLUSTER 1   /* autokernel: tune 1,2 */
+#define SKINNY 1    /* autokernel: tune 0,1 */
 
 #define BN 256                          /* tile columns (one m64n256k16 per k16) */
 #define BM 128                          /* two consumer warpgroups x 64 rows */
@@ -552,6 +558,132 @@ gemm_mma(const T *__restrict__ A, const T *__restrict__ B, T *__restrict__ C,
 		}
 }
 
+/* ---- f16/bf16, M <= 64 (decode): split K, every row in one block -------- */
+
+/*
+ * A decode step's matmul has a few rows and a wide B: the 128-row tiles
+ * above would run N/256 blocks, a fraction of the SMs, each reading B at
+ * one SM's bandwidth.  Here a block computes all M rows (MG groups of 16)
+ * of 128 columns over one slice of K, so N/128 x S blocks share B's read
+ * and every SM streams: B is read once, A (M x K, small) from L2.  4 warps
+ * own 32 columns each; mma.sync m16n8k16 with A and B through ldmatrix,
+ * a SSTAGES-deep cp.async ring.  With S slices each block writes f32
+ * partials to the workspace and sum_slices() adds them into C.
+ */
+#define SK_THREADS 128
+#define SSTAGES 4
+#define SK_MAX_M 64
+#define SA_STAGE (SK_MAX_M * FLDA)
+
+template <typename T, int MG>
+__global__ void __launch_bounds__(SK_THREADS)
+gemm_skinny(const T *__restrict__ A, const T *__restrict__ B, T *__restrict__ C,
+	    float *__restrict__ part, int M, int N, int K, int tiles_per_slice)
+{
+	extern __shared__ __align__(128) unsigned char smem[];
+	T *As = (T *)smem, *Bs = As + SSTAGES * SA_STAGE;
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const int n0 = blockIdx.x * FBN;
+	const int KT = (K + FBK - 1) / FBK;
+	const int t0 = blockIdx.y * tiles_per_slice;
+	const int nk = min(tiles_per_slice, KT - t0);
+	float acc[MG][4][4] = {};
+
+	auto load = [&](int stage, int kt) {
+		const int k0 = kt * FBK;
+		T *as = As + stage * SA_STAGE, *bs = Bs + stage * FB_STAGE;
+
+		for (int c = threadIdx.x; c < MG * 16 * FBK / 8; c += SK_THREADS) {
+			const int r = c / (FBK / 8), k = c % (FBK / 8) * 8;
+			const bool ok = r < M && k0 + k < K;
+			cp_async16(as + r * FLDA + k, ok ? A + (int64_t)r * K + k0 + k : A,
+				   ok ? 16 : 0);
+		}
+		for (int c = threadIdx.x; c < FBK * FBN / 8; c += SK_THREADS) {
+			const int r = c / (FBN / 8), n = c % (FBN / 8) * 8;
+			const bool ok = k0 + r < K && n0 + n < N;
+			cp_async16(bs + r * FLDB + n, ok ? B + (int64_t)(k0 + r) * N + n0 + n : B,
+				   ok ? 16 : 0);
+		}
+	};
+
+	for (int s = 0; s < SSTAGES - 1; s++) {
+		if (s < nk)
+			load(s, t0 + s);
+		cp_commit();
+	}
+	for (int i = 0; i < nk; i++) {
+		cp_wait<SSTAGES - 2>();
+		__syncthreads();        /* tile i landed; stage i-1 is free */
+		if (i + SSTAGES - 1 < nk)
+			load((i + SSTAGES - 1) % SSTAGES, t0 + i + SSTAGES - 1);
+		cp_commit();
+
+		const T *as = As + i % SSTAGES * SA_STAGE + (lane & 15) * FLDA + (lane >> 4) * 8;
+		const T *bs = Bs + i % SSTAGES * FB_STAGE + (lane & 15) * FLDB +
+			      warp * 32 + (lane >> 4) * 8;
+#pragma unroll
+		for (int kk = 0; kk < FBK; kk += 16) {
+			uint32_t af[MG][4], bf[2][4];
+#pragma unroll
+			for (int g = 0; g < MG; g++)
+				ldsm_x4(af[g], as + g * 16 * FLDA + kk);
+#pragma unroll
+			for (int j = 0; j < 2; j++)
+				ldsm_x4_trans(bf[j], bs + kk * FLDB + j * 16);
+#pragma unroll
+			for (int g = 0; g < MG; g++)
+#pragma unroll
+				for (int j = 0; j < 2; j++) {
+					mma16816<T>(acc[g][2 * j], af[g], bf[j][0], bf[j][1]);
+					mma16816<T>(acc[g][2 * j + 1], af[g], bf[j][2], bf[j][3]);
+				}
+		}
+	}
+	cp_wait<0>();
+
+	const int g8 = lane / 4, tq = lane % 4;
+	float *slice = part + (int64_t)blockIdx.y * M * N;
+#pragma unroll
+	for (int g = 0; g < MG; g++)
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			const int n = n0 + warp * 32 + j * 8 + 2 * tq;
+#pragma unroll
+			for (int h = 0; h < 2; h++) {
+				const int m = g * 16 + g8 + 8 * h;
+
+				if (m >= M || n >= N)
+					continue;
+				if (part)
+					*reinterpret_cast<float2 *>(slice + (int64_t)m * N + n) =
+						make_float2(acc[g][j][2 * h], acc[g][j][2 * h + 1]);
+				else
+					store2(C, M, N, m, n, acc[g][j][2 * h],
+					       acc[g][j][2 * h + 1], true);
+			}
+		}
+}
+
+/* C = the sum of S slices of f32 partials, 4 elements a thread (N % 8 == 0). */
+template <typename T>
+__global__ void __launch_bounds__(256)
+sum_slices(const float *__restrict__ part, T *__restrict__ C, int64_t MN, int S)
+{
+	const int64_t e = ((int64_t)blockIdx.x * 256 + threadIdx.x) * 4;
+
+	if (e >= MN)
+		return;
+	float4 v = *reinterpret_cast<const float4 *>(part + e);
+	for (int s = 1; s < S; s++) {
+		const float4 w = *reinterpret_cast<const float4 *>(part + s * MN + e);
+
+		v.x += w.x, v.y += w.y, v.z += w.z, v.w += w.w;
+	}
+	T o[4] = {from_f32<T>(v.x), from_f32<T>(v.y), from_f32<T>(v.z), from_f32<T>(v.w)};
+	*reinterpret_cast<uint2 *>(C + e) = *reinterpret_cast<uint2 *>(o);
+}
+
 /* ---- f32: 64x64 tile, BK 16, each thread 4x4 outputs strided by 16 ------ */
 
 __global__ void __launch_bounds__(256)
@@ -723,6 +855,75 @@ static bool have_wgmma(void)
 }
 /* ---- end shared: have-wgmma ---- */
 
+/* The K slices of the decode path: enough blocks for two a SM, each slice
+ * at least two tiles of K. */
+static int skinny_slices(int N, int K)
+{
+	int sms = 132, dev = 0;
+	const int cols = (N + FBN - 1) / FBN, KT = (K + FBK - 1) / FBK;
+
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+		sms = 132;
+	int S = (2 * sms + cols - 1) / cols;
+	S = min(S, max(1, KT / 2));
+	return max(S, 1);
+}
+
+static bool skinny(int M, int N, int K)
+{
+	return M <= SK_MAX_M && K % 8 == 0 && N % 8 == 0 && (N + FBN - 1) / FBN <= 65535;
+}
+
+template <typename T, int MG>
+static int launch_skinny_mg(const T *A, const T *B, T *C, float *part, int M, int N,
+			    int K, int S, cudaStream_t st)
+{
+	const size_t smem = (size_t)SSTAGES * (SA_STAGE + FB_STAGE) * sizeof(T);
+	const int KT = (K + FBK - 1) / FBK, per = (KT + S - 1) / S;
+	dim3 grid((N + FBN - 1) / FBN, (KT + per - 1) / per);
+
+	if (cudaFuncSetAttribute(gemm_skinny<T, MG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+				 (int)smem) != cudaSuccess)
+		return -1;
+	gemm_skinny<T, MG><<<grid, SK_THREADS, smem, st>>>(A, B, C, grid.y > 1 ? part : nullptr,
+							    M, N, K, per);
+	if (grid.y > 1) {
+		const int64_t MN = (int64_t)M * N;
+		sum_slices<T><<<(unsigned)((MN / 4 + 255) / 256), 256, 0, st>>>(part, C, MN,
+										  (int)grid.y);
+	}
+	return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+/* 1 when the decode path does not take this call (the caller goes on). */
+template <typename T>
+static int launch_skinny(const T *A, const T *B, T *C, const struct ak_args *a,
+			 int M, int N, int K, cudaStream_t st)
+{
+	const int S = skinny_slices(N, K);
+	float *part = (float *)a->workspace;
+
+	if (S > 1 && (!part || a->workspace_size < (size_t)S * M * N * sizeof(float)))
+		return 1;
+	if (M <= 16)
+		return launch_skinny_mg<T, 1>(A, B, C, part, M, N, K, S, st);
+	if (M <= 32)
+		return launch_skinny_mg<T, 2>(A, B, C, part, M, N, K, S, st);
+	return launch_skinny_mg<T, 4>(A, B, C, part, M, N, K, S, st);
+}
+
+extern "C" size_t ak_workspace_size(const struct ak_args *a)
+{
+	const int M = (int)a->in[0].shape[0], K = (int)a->in[0].shape[1];
+	const int N = (int)a->in[1].shape[1];
+
+	if (a->in[0].dtype == AK_F32 || M == 0 || N == 0 || K == 0 || !skinny(M, N, K))
+		return 0;
+	const int S = skinny_slices(N, K);
+	return S > 1 ? (size_t)S * M * N * sizeof(float) : 0;
+}
+
 template <typename T>
 static int run(const struct ak_args *a)
 {
@@ -745,6 +946,11 @@ static int run(const struct ak_args *a)
 	} else {
 		const bool vec = K % 8 == 0 && N % 8 == 0 &&
 				 (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15) == 0;
+		if (vec && SKINNY && skinny(M, N, K)) {
+			const int rc = launch_skinny<T>(A, B, C, a, M, N, K, st);
+			if (rc <= 0)
+				return rc;
+		}
 #if WGMMA
 		if (vec && have_wgmma()) {
 			const int rc = launch_wgmma<T>(A, B, C, M, N, K, st);
