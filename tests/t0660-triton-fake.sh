@@ -43,6 +43,15 @@ test_expect_success 'a small shape after a large one is not called impossible' '
 	grep "^1x64 f32" out && ! grep impossible err
 '
 
+# Python launches between the timing events: the parent's checking
+# threads must not run beside a timed call.
+test_expect_success 'the parent checks each call before the next is timed' '
+	AUTOKERNEL_TRACE="$TRASH/trace" AUTOKERNEL_BENCH_MS=50 \
+		git autokernel bench good/softmax >out 2>err ||
+	{ cat out err; false; } &&
+	grep "bench: lockstep: each call checked before the next" trace
+'
+
 test_expect_success 'the build is cached by content' '
 	git autokernel verify --build-only good/softmax >out &&
 	grep "built softmax/kernel.py .* (cached)" out
