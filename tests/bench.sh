@@ -11,7 +11,8 @@
 # triton") picks the GPU backends; AK_BENCH_WORKERS ("alone 1 4", or none
 # for no tuner runs) and AK_BENCH_EXPERIMENTS (24) shape the throughput
 # runs, AK_BENCH_NO_HOST_TUNER=1 skips the host's, AK_BENCH_OUT=DIR keeps
-# their logs.
+# their logs; AK_BENCH_CONFIG ("key=value ...") is git config for every
+# run (autokernel.sandbox=false times an experiment without the cell).
 set -u
 AK_BUILD=${AK_BUILD:-$(cd "$(dirname "$0")/.." && pwd)/build}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +22,9 @@ trap 'rm -rf "$W"' EXIT
 export AUTOKERNEL_CACHE="$W/cache" HOME="$W"
 export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@localhost
 export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@localhost
+for kv in ${AK_BENCH_CONFIG:-}; do
+	git config --global "${kv%%=*}" "${kv#*=}" || exit 2
+done
 
 secs () {
 	start=$(date +%s%N)
