@@ -277,7 +277,9 @@ static int judge_bench(struct judging *x)
 	if (!x->baseline)
 		n = x->have_base ? 3 : 2;
 	phase("benchmark");
-	if (bench_once(x, n, 1.0, config_min_gain(), &wl) ||
+	/* autokernel.earlyStop=false: every shape times all its calls */
+	if (bench_once(x, n, 1.0, config_bool("autokernel.earlyStop", 1) ?
+		       config_min_gain() : -1, &wl) ||
 	    bench_suspicious(x, n, &wl))
 		return 1;
 	json_object_set_new(x->res, "workload", wl);

@@ -74,7 +74,34 @@ test_expect_success 'faster overall but slower at one shape: rejected, and the s
 	cd repo && cp ../cand.c softmax/kernel.c &&
 	test_must_fail git commit -q -am "faster where it counts" 2>../err &&
 	grep "slower at 2048x64 (+[0-9]*%), though [0-9]*% faster overall" ../err &&
+	# so far apart that the shapes end early
+	git notes --ref=autokernel show refs/autokernel/attempts/softmax/1 >../note &&
+	python3 -c "import json; n = json.load(open(\"../note\")); \
+		assert all(s[\"checked\"][\"settled\"] for s in \
+			n[\"workload\"][\"shapes\"]), n" &&
 	git autokernel log --attempts >../log && grep " shape " ../log
+'
+
+# The early stop (a shape ends once its quartiles are apart) must not
+# change a verdict: the same candidates, every call timed.
+test_expect_success 'without the early stop the verdicts are the same' '
+	cd repo && git config autokernel.earlyStop false &&
+	cp ../cand.c softmax/kernel.c &&
+	test_must_fail git -c autokernel.rejudge=true commit -q \
+		-am "faster where it counts, every call timed" 2>../err &&
+	grep "slower at 2048x64 (+[0-9]*%), though [0-9]*% faster overall" ../err &&
+	git notes --ref=autokernel show \
+		$(git rev-parse refs/autokernel/attempts/softmax/2) >../note &&
+	python3 -c "import json; n = json.load(open(\"../note\")); \
+		assert not any(s[\"checked\"][\"settled\"] for s in \
+			n[\"workload\"][\"shapes\"]), n" &&
+	git config autokernel.maxShapeRegression 50 &&
+	cp ../cand.c softmax/kernel.c &&
+	git -c autokernel.rejudge=true commit -q -am "kept, every call timed" \
+		2>../err && grep "verdict: keep" ../err &&
+	git reset -q --hard HEAD~1 &&
+	git config --unset autokernel.maxShapeRegression &&
+	git config --unset autokernel.earlyStop
 '
 
 test_expect_success 'with autokernel.maxShapeRegression=50 it is kept' '
