@@ -215,7 +215,7 @@ static int measure(struct timing *t, const struct bisect *b, const char *rev)
 	rc = 1;
 	if (candidate_load(&c, rev, b->name) || bisect_workload(&c.p, b) ||
 	    judge_build(&j, &c, 0, &v) ||
-	    judge_run_bench(&j, &c.p, slots, 2, 1.0, -1, &res, &v)) {
+	    judge_run_bench(&j, &c.p, slots, 2, 1.0, NULL, &res, &v)) {
 		warning("the kernel of '%.7s' cannot be measured%s%s", rev,
 			v.len ? ": " : "", v.buf);
 		goto cleanup;

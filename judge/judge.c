@@ -541,8 +541,9 @@ int judge_run_stages(struct judge *j, const struct problem *p,
 }
 
 int judge_run_bench(struct judge *j, const struct problem *p,
-		    const int *slots, int n, double scale, double settle_gain,
-		    json_t **result, struct strbuf *verdict)
+		    const int *slots, int n, double scale,
+		    const struct settle *settle, json_t **result,
+		    struct strbuf *verdict)
 {
 	struct devlock l = DEVLOCK_INIT;
 	json_t *ceilings = judge_ceilings(j, 0);
@@ -550,7 +551,7 @@ int judge_run_bench(struct judge *j, const struct problem *p,
 
 	devlock_take(&l, j, DEVLOCK_EXCLUSIVE);
 	j->device_wait += l.waited;
-	rc = bench_workload(&j->r, p, slots, n, ceilings, scale, settle_gain,
+	rc = bench_workload(&j->r, p, slots, n, ceilings, scale, settle,
 			    result, verdict);
 	devlock_release(&l);
 	return rc;
@@ -567,7 +568,7 @@ int judge_run_bench_shape(struct judge *j, const struct problem *p,
 
 	devlock_take(&l, j, DEVLOCK_EXCLUSIVE);
 	j->device_wait += l.waited;
-	rc = bench_fresh(&j->r, p, s, dt, slots, n, ceilings, 1.0, -1,
+	rc = bench_fresh(&j->r, p, s, dt, slots, n, ceilings, 1.0, NULL,
 			 result, verdict);
 	devlock_release(&l);
 	return rc;

@@ -101,8 +101,9 @@ int judge_run_stages(struct judge *j, const struct problem *p,
 		     struct cases *cs, int slot, json_t **result,
 		     struct strbuf *verdict, FILE *progress);
 int judge_run_bench(struct judge *j, const struct problem *p,
-		    const int *slots, int n, double scale, double settle_gain,
-		    json_t **result, struct strbuf *verdict);
+		    const int *slots, int n, double scale,
+		    const struct settle *settle, json_t **result,
+		    struct strbuf *verdict);
 int judge_run_bench_shape(struct judge *j, const struct problem *p,
 			  const struct shape *s, enum ak_dtype dt,
 			  const int *slots, int n, json_t **result,

@@ -200,9 +200,9 @@ static double tot(json_t *wl, const char *key)
 
 /* The interleaved benchmark of the candidate, HEAD and the baseline at
  * every shape of the workload, a shape ending early once settled (settle:
- * the gain that decides) or never (-1); 0, or 1 after a rejection. */
-static int bench_once(struct judging *x, int n, double scale, double settle,
-		      json_t **wl)
+ * the keep rule's bounds) or never (NULL); 0, or 1 after a rejection. */
+static int bench_once(struct judging *x, int n, double scale,
+		      const struct settle *settle, json_t **wl)
 {
 	static const int slots[3] = { 0, 1, 2 };
 
@@ -235,7 +235,7 @@ static int bench_suspicious(struct judging *x, int n, json_t **wl)
 	json_decref(*wl);
 	*wl = NULL;
 	runner_recycle(&x->j.r);
-	return bench_once(x, n, 2.0, -1, wl);
+	return bench_once(x, n, 2.0, NULL, wl);
 }
 
 /* A line per shape: the candidate, HEAD, the baseline, the floor. */
@@ -273,13 +273,14 @@ static int judge_bench(struct judging *x)
 	int n = 1;
 	json_t *wl = NULL;
 	double t, speedup = 1;
+	struct settle st = { config_min_gain(), config_max_shape_regression() };
 
 	if (!x->baseline)
 		n = x->have_base ? 3 : 2;
 	phase("benchmark");
 	/* autokernel.earlyStop=false: every shape times all its calls */
 	if (bench_once(x, n, 1.0, config_bool("autokernel.earlyStop", 1) ?
-		       config_min_gain() : -1, &wl) ||
+		       &st : NULL, &wl) ||
 	    bench_suspicious(x, n, &wl))
 		return 1;
 	json_object_set_new(x->res, "workload", wl);
@@ -313,8 +314,8 @@ static void decide(struct judging *x)
 
 	if (!x->baseline)
 		keep = workload_keep(json_object_get(x->res, "workload"),
-				     config_min_gain(), config_fraction(
-				     "autokernel.maxShapeRegression", 0), &why);
+				     config_min_gain(),
+				     config_max_shape_regression(), &why);
 	else
 		strbuf_addstr(&why, "baseline: verified and measured");
 	strbuf_reset(&x->verdict);

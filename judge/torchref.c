@@ -106,7 +106,7 @@ static int timed(struct torchref *t, struct judge *j, const struct problem *p,
 
 	devlock_take(&l, j, DEVLOCK_EXCLUSIVE);
 	j->device_wait += l.waited;
-	rc = bench_fresh(&t->r, p, s, dt, slots, n, ceilings, 1.0, -1, res,
+	rc = bench_fresh(&t->r, p, s, dt, slots, n, ceilings, 1.0, NULL, res,
 			 why);
 	devlock_release(&l);
 	return rc;

@@ -295,6 +295,11 @@ double config_min_gain(void)
 	return config_fraction("autokernel.minGain", 0.01);
 }
 
+double config_max_shape_regression(void)
+{
+	return config_fraction("autokernel.maxShapeRegression", 0);
+}
+
 int config_timeout_ms(void)
 {
 	const char *env = getenv("AUTOKERNEL_TIMEOUT");

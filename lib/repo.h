@@ -48,6 +48,8 @@ double config_double(const char *key, double def);
 double config_fraction(const char *key, double def);
 /* autokernel.minGain, default 1%. */
 double config_min_gain(void);
+/* autokernel.maxShapeRegression, default 0%. */
+double config_max_shape_regression(void);
 int config_timeout_ms(void);
 
 /* The first parent of commit: 0, 1 when it has none, -1 after an error. */

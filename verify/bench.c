@@ -130,7 +130,8 @@ struct fresh {
 	struct strbuf why;
 	/* the candidate's and the best's times so far, for settled() */
 	int slot[2];
-	double *t[2], settle_gain;
+	double *t[2];
+	const struct settle *settle;    /* NULL: never */
 	size_t nt[2], alloc[2];
 	int settled;
 };
@@ -429,13 +430,14 @@ static int settled(struct fresh *f)
 {
 	double a1, a3, b1, b3;
 
-	if (f->settle_gain < 0 || f->n_slots < 2 ||
+	if (!f->settle || f->n_slots < 2 ||
 	    f->nt[0] < BENCH_WARMUP + BENCH_MIN_ITERS ||
 	    f->nt[1] < BENCH_WARMUP + BENCH_MIN_ITERS)
 		return 0;
 	quartiles(f->t[0] + BENCH_WARMUP, f->nt[0] - BENCH_WARMUP, &a1, &a3);
 	quartiles(f->t[1] + BENCH_WARMUP, f->nt[1] - BENCH_WARMUP, &b1, &b3);
-	return a3 < b1 * (1 - f->settle_gain) || a1 > b3;
+	return a3 < b1 * (1 - f->settle->gain) ||
+		a1 > b3 * (1 + f->settle->slack);
 }
 
 /* The parent's side of the conversation: every call checked, until the
@@ -599,8 +601,9 @@ static int bench_outcome(json_t *res, struct strbuf *verdict)
 
 int bench_fresh(struct runner *r, const struct problem *p,
 		const struct shape *s, enum ak_dtype dt, const int *slots,
-		int n, json_t *ceilings, double scale, double settle_gain,
-		json_t **result, struct strbuf *verdict)
+		int n, json_t *ceilings, double scale,
+		const struct settle *settle, json_t **result,
+		struct strbuf *verdict)
 {
 	struct fresh f;
 	json_t *req = NULL, *res = NULL;
@@ -615,7 +618,7 @@ int bench_fresh(struct runner *r, const struct problem *p,
 	budget *= scale;
 	if (fresh_init(&f, r, p, s, dt, n) < 0)
 		goto cleanup;
-	f.settle_gain = settle_gain;
+	f.settle = settle;
 	f.slot[0] = slots[0];
 	f.slot[1] = n > 1 ? slots[1] : -1;
 	req = bench_request(r, &f, slots, n, budget, scale, seed);
@@ -795,7 +798,8 @@ static json_t *workload_total(json_t *shapes, int n)
 
 int bench_workload(struct runner *r, const struct problem *p,
 		   const int *slots, int n, json_t *ceilings, double scale,
-		   double settle_gain, json_t **result, struct strbuf *verdict)
+		   const struct settle *settle, json_t **result,
+		   struct strbuf *verdict)
 {
 	json_t *shapes = json_array();
 	int ret = 0;
@@ -807,7 +811,7 @@ int bench_workload(struct runner *r, const struct problem *p,
 
 		/* the time budget and the rounds shared among the shapes */
 		ret = bench_fresh(r, p, &w->s, w->dt, slots, n, ceilings,
-				  scale / p->n_work, settle_gain, &b, verdict);
+				  scale / p->n_work, settle, &b, verdict);
 		if (b) {
 			json_object_set_new(b, "weight", json_real(w->weight));
 			json_array_append_new(shapes, b);

@@ -9,7 +9,8 @@
  *	runner_load(&r, 0, "/cache/ab12.so", &why);
  *	rc = verify_stages(&r, &p, cs, 0, &result, &verdict, NULL);  // 0 pass
  *	int slots[] = { 0, 1 };             // candidate, current best
- *	rc = bench_workload(&r, &p, slots, 2, ceilings, 1.0, 0.01,
+ *	struct settle st = { 0.01, 0 };     // minGain, maxShapeRegression
+ *	rc = bench_workload(&r, &p, slots, 2, ceilings, 1.0, &st,
  *			    &bench, &verdict);  // every workload shape
  *	cases_free(cs);
  *
@@ -61,31 +62,43 @@ int verify_stages(struct runner *r, const struct problem *p,
 		  struct strbuf *verdict, FILE *progress);
 
 /*
+ * When a shape's benchmark ends early (bench.c: settled()): once the
+ * candidate's and the best's quartiles are apart, the candidate faster by
+ * gain, or slower by more than slack: the keep rule's minGain and
+ * maxShapeRegression, so that the early end decides what every call
+ * timed would.  A NULL settle: no early end.
+ */
+struct settle {
+	double gain, slack;
+};
+
+/*
  * Times slots[0..n-1] (0: the candidate, 1: the best) interleaved at
  * shape s in dtype dt, with a copy of the op's minimum traffic; every
  * call of every kernel on inputs generated afresh on the device, its
  * output checked on rows chosen after it (doc/runner-protocol.md);
- * scale times the usual time budget; with settle_gain >= 0 it ends early
- * once the verdict is settled.  ceilings may be NULL (floor: the copy
+ * scale times the usual time budget; with a settle it ends early once
+ * the verdict is settled.  ceilings may be NULL (floor: the copy
  * alone).  0 ok, 1 a kernel failed during timing (a wrong output of a
  * timed call, integrity; verdict says which call), -1 harness failure.
  */
 int bench_fresh(struct runner *r, const struct problem *p,
 		const struct shape *s, enum ak_dtype dt, const int *slots,
-		int n, json_t *ceilings, double scale, double settle_gain,
-		json_t **result, struct strbuf *verdict);
+		int n, json_t *ceilings, double scale,
+		const struct settle *settle, json_t **result,
+		struct strbuf *verdict);
 
 /*
  * Every shape of p's workload (problem.h) in turn, the time budget shared
  * among them; result = {"shapes": [bench, each with its "weight"],
  * "total": {candidate_us, best_us, baseline_us, floor_us, noise_us,
- * apart}}, the totals weighted (the model's time in the op).  With
- * settle_gain >= 0 a shape ends early once its verdict is settled
- * (bench.c: settled()).  0, or 1 with verdict naming the shape.
+ * apart}}, the totals weighted (the model's time in the op).  With a
+ * settle a shape ends early once its verdict is settled.  0, or 1 with verdict naming the shape.
  */
 int bench_workload(struct runner *r, const struct problem *p,
 		   const int *slots, int n, json_t *ceilings, double scale,
-		   double settle_gain, json_t **result, struct strbuf *verdict);
+		   const struct settle *settle, json_t **result,
+		   struct strbuf *verdict);
 
 /*
  * The keep rule on a workload's result: the weighted total beats the
