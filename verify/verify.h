@@ -93,7 +93,8 @@ int bench_fresh(struct runner *r, const struct problem *p,
  * among them; result = {"shapes": [bench, each with its "weight"],
  * "total": {candidate_us, best_us, baseline_us, floor_us, noise_us,
  * apart}}, the totals weighted (the model's time in the op).  With a
- * settle a shape ends early once its verdict is settled.  0, or 1 with verdict naming the shape.
+ * settle a shape ends early once its verdict is settled.  0, or 1 with
+ * verdict naming the shape.
  */
 int bench_workload(struct runner *r, const struct problem *p,
 		   const int *slots, int n, json_t *ceilings, double scale,
