@@ -442,10 +442,9 @@ def req_hello(req):
     info = dev.info()
     # host_timed: Python launches the kernel between the timing events,
     # so the parent checks each call before the next one (lockstep)
-    # rather than on every core while this one is timed.  Likely cause,
-    # not yet re-measured, of the H200 run (2026-12-04) where this
-    # runner's same-size copy at 16x4096x4096 took 109 us against the C
-    # runner's 17 us, and that floor called honest kernels impossible.
+    # rather than on every core while this one is timed.  (The copies of
+    # 77 to 109 us where the C runner takes 5 to 17, seen on the H200,
+    # came from the timer instead: see CudaDevice.timer_stop.)
     info.update({"ok": True, "backend": "triton", "abi": 1,
                  "host_timed": True,
                  "python": "%d.%d.%d" % sys.version_info[:3]})

@@ -14,15 +14,28 @@ failure raises DeviceError; its .sticky says the context is lost (an
 illegal address on a GPU), after which the runner answers "fatal" and
 exits, and the parent starts a fresh one.
 """
+import collections
 import os
 import time
 
 import torch
 
-# The device was still busy this long after the timed stream's end event:
-# the kernel queued work elsewhere, and its time is the one to the
-# device-wide synchronize (see CudaDevice.timer_stop).
+# The device-wide synchronize still waited this much longer than one on
+# an idle device, after the timed stream's end event had completed: the
+# kernel queued work elsewhere, and its time is the one to the end of
+# that work (see CudaDevice.timer_stop).
 ESCAPE_US = 50.0
+
+# The delay queued ahead of every timed call (CudaDevice.timer_start):
+# twice the longest host-side launch of the last DELAY_WINDOW calls,
+# within these bounds.
+DELAY_MIN_US = 100.0
+DELAY_MAX_US = 20000.0
+DELAY_WINDOW = 16
+
+# torch.cuda._sleep counts SM clock cycles: at 2 GHz, more than any
+# current GPU's clock, a cycle is at most half a nanosecond
+SLEEP_CYCLES_PER_US = 2000
 
 
 class DeviceError(Exception):
@@ -39,6 +52,28 @@ def open_device(need_triton=True):
         return FakeDevice()
     raise DeviceError("unknown AUTOKERNEL_TRITON_DEVICE '%s' (cuda, fake)"
                       % kind)
+
+
+_trace = [None]
+
+
+def tracing():
+    return bool(os.environ.get("AUTOKERNEL_TRACE"))
+
+
+def trace(line):
+    """A line in $AUTOKERNEL_TRACE, as lib/trace.c writes them."""
+    if _trace[0] is None:
+        try:
+            _trace[0] = os.open(os.environ.get("AUTOKERNEL_TRACE", ""),
+                                os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                                0o644)
+        except OSError:
+            _trace[0] = -1
+    if _trace[0] >= 0:
+        t = time.clock_gettime(time.CLOCK_MONOTONIC)
+        os.write(_trace[0], ("%.6f triton-runner: %s\n" % (t, line))
+                 .encode()[:1000])
 
 
 def first_line(e):
@@ -98,12 +133,11 @@ class CudaDevice(Memory):
         torch.cuda.set_device(self.dev)
         self.stream = torch.cuda.Stream(self.dev)
         torch.cuda.set_stream(self.stream)
-        self.events = [torch.cuda.Event(enable_timing=True)
-                       for _ in range(3)]
         self.props = torch.cuda.get_device_properties(self.dev)
         l2 = getattr(self.props, "L2_cache_size", 0)
         self.flush_buf = self.alloc(max(2 * l2, 64 << 20))
         self.flush_value = 0
+        self.timer_init()
         # the ceilings' f32 rate is plain f32, as the C runner's
         torch.backends.cuda.matmul.allow_tf32 = False
 
@@ -142,28 +176,74 @@ class CudaDevice(Memory):
         except RuntimeError:
             return True
 
+    def timer_init(self):
+        """The timer's events and the host's recent launch times."""
+        self.events = [torch.cuda.Event(enable_timing=True)
+                       for _ in range(3)]
+        self.launches = collections.deque(maxlen=DELAY_WINDOW)
+        self.launched = 0.0
+
     def timer_start(self):
+        """
+        Queues a delay, then the start event, and notes the host's clock.
+        Python takes tens of microseconds to launch a kernel (a Triton
+        launch, PyTorch's dispatch): were the device idle meanwhile, that
+        idle time would sit between the start event and the kernel and be
+        timed as the kernel's.  The delay keeps the device busy until the
+        launch is queued: twice the longest launch of the last calls.
+        """
+        torch.cuda._sleep(int(self.delay_us() * SLEEP_CYCLES_PER_US))
         self.events[0].record(self.stream)
+        self.launched = time.perf_counter()
+
+    def delay_us(self):
+        longest = max(self.launches) if self.launches else 0.0
+        return min(max(2 * longest, DELAY_MIN_US), DELAY_MAX_US)
 
     def timer_stop(self):
         """
         The time from the start event to the end of the call.  The end is
         the event queued on the stream right after the call, with no host
-        round trip inside the measurement; then the device-wide
-        synchronize and a third event.  torch's streams do not wait for
-        one another (no legacy default stream to end on, as the C runner
-        does), so a kernel that queued work on a stream of its own shows
-        as a device still busy after the second event: the time is then
-        the one to the third, which includes that work.
+        round trip inside the measurement.  torch's streams do not wait
+        for one another (no legacy default stream to end on, as the C
+        runner does), so a kernel may have queued work on a stream of its
+        own.  Once the end event has completed, the device-wide
+        synchronize is timed on the host, and again at once, on a device
+        surely idle: when the first waited ESCAPE_US longer, the device
+        was still busy with such work, and the time is the one to a third
+        event queued after both (the host's round trips included: the
+        kernel's cost, not ours).  A synchronize costs the host 20 to 150
+        us here (measured on an H200 in the cell), so its own cost is
+        never taken for a kernel's.
         """
         start, stop, after = self.events
         stop.record(self.stream)
+        host_us = (time.perf_counter() - self.launched) * 1e6
+        delay = self.delay_us()
+        self.launches.append(host_us)
+        try:
+            stop.synchronize()
+        except RuntimeError as e:
+            raise DeviceError("kernel: %s" % first_line(e), self.lost())
+        t = time.perf_counter()
         self.sync()
+        t1 = time.perf_counter()
+        self.sync()
+        waited_us = (t1 - t) * 1e6
+        idle_us = (time.perf_counter() - t1) * 1e6
+        escaped = waited_us - idle_us > ESCAPE_US
+        us = start.elapsed_time(stop) * 1e3
+        if not escaped and not tracing():
+            return us
         after.record(self.stream)
         after.synchronize()
-        us = start.elapsed_time(stop) * 1e3
-        us_all = start.elapsed_time(after) * 1e3
-        return us if us_all - us <= ESCAPE_US else us_all
+        us_after = start.elapsed_time(after) * 1e3
+        trace("timer: %.2f us%s (host launch %.1f us under a delay of %.0f, "
+              "the synchronize waited %.1f us, then %.1f idle, %.2f us to "
+              "the event after)" % (us, " escaped" if escaped else "",
+                                    host_us, delay, waited_us, idle_us,
+                                    us_after))
+        return max(us, us_after) if escaped else us
 
     def ceilings(self):
         n = 1 << 30

@@ -1,9 +1,10 @@
 #!/bin/sh
 # The triton backend where there is no GPU and no Triton, on the Python
 # runner's fake device (CPU torch): its protocol and checks request by
-# request (triton-proto.py, as the parent speaks it), then through the
-# tool: the build's syntax check, the warm-up that is Triton's compile,
-# every verdict of the stages, a hang and a crash; the starters' syntax.
+# request (triton-proto.py, as the parent speaks it), the CUDA timer on a
+# simulated GPU (triton-timer.py), then through the tool: the build's
+# syntax check, the warm-up that is Triton's compile, every verdict of
+# the stages, a hang and a crash; the starters' syntax.
 . "$(dirname "$0")/lib.sh"
 
 need_torch
@@ -21,6 +22,12 @@ test_expect_success 'the runner, request by request, and kernels that cheat' '
 	"$TORCH_PY" "$TEST_DIR/triton-proto.py" \
 		"$SRC_DIR/python/ak_runner_triton.py" >proto.out 2>&1 ||
 	{ grep -A3 "^not ok" proto.out; false; }
+'
+
+test_expect_success 'the CUDA timer on a simulated GPU: no host wait is timed' '
+	"$TORCH_PY" "$TEST_DIR/triton-timer.py" \
+		"$SRC_DIR/python/ak_triton_device.py" >timer.out 2>&1 ||
+	{ cat timer.out; false; }
 '
 
 test_expect_success 'a correct kernel passes all five stages' '

@@ -4,6 +4,7 @@
 # f32), each of its timed calls checked by the harness; torch.compile
 # timed too where torch 2 and triton are there; then the git path:
 # start, bench --torch --record, the report's PyTorch column.
+# AK_TORCH_OPS (all) picks the ops of the first cases.
 . "$(dirname "$0")/../lib.sh"
 
 need_torch
@@ -40,8 +41,8 @@ check_fig () {
 	EOF
 }
 
-for d in softmax layernorm rmsnorm cross_entropy reduce matmul \
-	 rotary_embedding half flash_attention fused_mlp; do
+for d in ${AK_TORCH_OPS:-softmax layernorm rmsnorm cross_entropy reduce matmul \
+	 rotary_embedding half flash_attention fused_mlp}; do
 	for dt in f16 bf16; do
 		test_expect_success "$d $dt: PyTorch beside the starter, every call checked" "
 			git autokernel bench --torch --json --dtype $dt ops/$d \
