@@ -253,6 +253,67 @@ def deliver(a):
     a.results = None
 
 
+# ---- what the timing rests on ----
+
+# dev's attributes that change from call to call by design
+DEV_STATE = ("flush_value", "launched", "t0")
+timer_snapshot = None
+
+
+def timer_parts():
+    """
+    Everything the runner's timing and checks rest on, by identity: this
+    module's and the device module's functions, classes, methods and
+    constants, the device's attributes, and the clocks, events and
+    synchronizes of time and torch.cuda.  The kernel runs in this process
+    and could replace any of them (a timer_stop that returns 1 us); the
+    parts are compared after every load and every call, outside the timed
+    interval.  It cannot stop a kernel that writes this process's memory
+    through ctypes: the parent's bound on impossible times is the check
+    of last resort.
+    """
+    parts = {}
+    for mod in (sys.modules[__name__], ak_triton_device):
+        for name, v in vars(mod).items():
+            if not (callable(v) or name.isupper()):
+                continue        # state, as timer_snapshot itself
+            parts[(mod.__name__, name)] = id(v)
+            if isinstance(v, type) and v.__module__ == mod.__name__:
+                for m, f in vars(v).items():
+                    if callable(f) or isinstance(f, (staticmethod,
+                                                     classmethod)):
+                        parts[(mod.__name__, name, m)] = id(f)
+    for name, v in vars(dev).items():
+        if name not in DEV_STATE:
+            parts[("dev", name)] = id(v)
+    for name in ("perf_counter", "clock_gettime", "monotonic"):
+        parts[("time", name)] = id(getattr(time, name, None))
+    cuda = torch.cuda
+    for name in ("synchronize", "_sleep", "set_stream", "current_stream",
+                 "Event", "Stream"):
+        parts[("torch.cuda", name)] = id(getattr(cuda, name, None))
+    for name in ("record", "synchronize", "elapsed_time", "query"):
+        parts[("torch.cuda.Event", name)] = id(getattr(cuda.Event, name,
+                                                       None))
+    return parts
+
+
+def check_timer(what):
+    """A Failure (fatal: this process can no longer be trusted) when the
+    kernel replaced a part of the timing since the runner started."""
+    global timer_snapshot
+    now = timer_parts()
+    if timer_snapshot is None:
+        timer_snapshot = now
+        return
+    changed = sorted(".".join(k) for k in set(now) | set(timer_snapshot)
+                     if now.get(k) != timer_snapshot.get(k))
+    if changed:
+        raise Failure("%s replaced the runner's %s: its times cannot be "
+                      "trusted" % (what, ", ".join(changed[:4])),
+                      fatal=True)
+
+
 def kernel_in(slot):
     if not isinstance(slot, int) or not 0 <= slot < SLOTS or not slots[slot]:
         raise Failure("no kernel loaded in slot %s" % slot)
@@ -464,6 +525,7 @@ def req_load(req):
         raise Failure("bad load request")
     slots[slot] = None
     slots[slot] = Kernel(path)
+    check_timer("loading the kernel")
     return {"ok": True, "workspace": slots[slot].ws is not None}
 
 
@@ -474,6 +536,7 @@ def req_call(req):
     s = device_call(Set, lay, k, m)
     a = s.args()
     rc = k.run(a)
+    check_timer("the kernel")
     deliver(a)
     device_call(dev.sync)
     why = device_call(s.guards) or device_call(s.inputs_changed, m)
@@ -511,6 +574,7 @@ def req_warm(req):
             s = device_call(Set, Layout(c, None), k)
             a = s.args()
             k.run(a)
+            check_timer("the kernel")
             deliver(a)
             device_call(dev.sync)
         except Failure as f:
@@ -573,6 +637,7 @@ class Bench:
         if rc:
             return {"ok": True, "rc": rc, "slot": slot}
         us = device_call(dev.timer_stop)
+        check_timer("the kernel in slot %d" % slot)
         deliver(a)
         send({"call": self.calls, "slot": slot, "seed": s64(seed), "us": us})
         answer = receive()
@@ -727,6 +792,7 @@ def main():
         import ak_triton_device as d
         ak_triton_device = d
         dev = d.open_device(need_triton=not reference)
+        check_timer("")
     except Exception as e:      # ImportError, DeviceError, CUDA errors
         traceback.print_exc()
         init_error = "%s: %s" % (type(e).__name__, e)

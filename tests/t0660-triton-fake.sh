@@ -59,6 +59,22 @@ test_expect_success 'the parent checks each call before the next is timed' '
 	grep "bench: lockstep: each call checked before the next" trace
 '
 
+# The kernel runs in the runner's process: replacing the timer is a
+# verdict, whether at import or in a call.
+test_expect_success 'a kernel that replaces the timer is caught in its call' '
+	kernel_dir clock "import ak_triton_device as d; d.FakeDevice.timer_stop = lambda self: 1.0" &&
+	test_expect_code 1 git autokernel verify clock/softmax >out 2>err &&
+	grep "the kernel replaced the runner.s ak_triton_device.FakeDevice.timer_stop: its times cannot be trusted" out err
+'
+
+test_expect_success 'and at import' '
+	kernel_dir escape "" &&
+	echo "import ak_triton_device; ak_triton_device.ESCAPE_US = 1e9" \
+		>>escape/softmax/kernel.py &&
+	test_expect_code 1 git autokernel verify escape/softmax >out 2>err &&
+	grep "loading the kernel replaced the runner.s ak_triton_device.ESCAPE_US" out err
+'
+
 test_expect_success 'the build is cached by content' '
 	git autokernel verify --build-only good/softmax >out &&
 	grep "built softmax/kernel.py .* (cached)" out
