@@ -11,17 +11,17 @@
 #   PATH=/tmp/git-autokernel/bin:$PATH scripts/real-shapes.sh $OUT/shapes
 #
 # AUTOKERNEL_BENCH_MS (default 300 here) is each benchmark's budget;
-# BACKEND (cuda) the backend.
+# BACKEND (cuda) the backend; JOBS (1) how many ops at once: their
+# builds and stages overlap, and their benchmarks take the device in
+# turn (the device lock in the user's cache), so the figures are those
+# of a device timed alone.
 set -u
 out=${1:?usage: scripts/real-shapes.sh OUTDIR [OP...]}
 shift
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
 export AUTOKERNEL_BENCH_MS=${AUTOKERNEL_BENCH_MS:-300}
 backend=${BACKEND:-cuda}
-repo=$(mktemp -d "${TMPDIR:-/tmp}/real-shapes-XXXXXX") || exit 3
-cd "$repo" && git init -q && git commit -q --allow-empty -m init || exit 3
-base=$(git symbolic-ref --short HEAD)
-
+jobs=${JOBS:-1}
 shapes () {
 	case $1 in
 	reduce) echo 1x16777216 8192x8192 4096x128256 ;;
@@ -39,18 +39,21 @@ shapes () {
 	esac
 }
 
-test $# -gt 0 || set -- reduce softmax layernorm rmsnorm rotary_embedding \
-	cross_entropy flash_attention matmul fused_mlp
-for op; do
-	list=$(shapes "$op") || { echo "unknown op '$op'" >&2; exit 2; }
+# run_op OP: OP's starter in a scratch repository of its own, timed
+run_op () {
+	op=$1
+	list=$(shapes "$op")
+	repo=$(mktemp -d "${TMPDIR:-/tmp}/real-shapes-$op-XXXXXX") || return 3
+	(
+	cd "$repo" && git init -q && git commit -q --allow-empty -m init ||
+		exit 3
 	args=
 	for s in $list; do args="$args --shape $s:1"; done
-	git checkout -q "$base"
 	# shellcheck disable=SC2086
 	if ! git autokernel start "$op" --backend "$backend" $args \
 		>"$out/$op-start.log" 2>&1; then
 		echo "$op: start failed (see $op-start.log)"
-		continue
+		exit 1
 	fi
 	for dt in f16 bf16; do
 		git autokernel bench --torch --json --dtype "$dt" \
@@ -58,5 +61,24 @@ for op; do
 			echo "$op $dt: bench failed (see $op-$dt.err)"
 	done
 	echo "$op: done"
+	)
+	rm -rf "$repo"
+}
+
+test $# -gt 0 || set -- reduce softmax layernorm rmsnorm rotary_embedding \
+	cross_entropy flash_attention matmul fused_mlp
+for op; do
+	shapes "$op" >/dev/null || { echo "unknown op '$op'" >&2; exit 2; }
 done
-rm -rf "$repo"
+# JOBS at a time: their builds and stages overlap, their benchmarks
+# take the device in turn (the device lock in the user's cache)
+n=0
+for op; do
+	run_op "$op" &
+	n=$((n + 1))
+	if test "$n" -ge "$jobs"; then
+		wait
+		n=0
+	fi
+done
+wait
