@@ -213,8 +213,8 @@ class CudaDevice(Memory):
         was still busy with such work, and the time is the one to a third
         event queued after both (the host's round trips included: the
         kernel's cost, not ours).  A synchronize costs the host 20 to 150
-        us here (measured on an H200 in the cell), so its own cost is
-        never taken for a kernel's.
+        us on an idle device (an H200, the runner in the cell): only what
+        the first waited beyond the second counts as the device's.
         """
         start, stop, after = self.events
         stop.record(self.stream)
@@ -224,6 +224,7 @@ class CudaDevice(Memory):
         try:
             stop.synchronize()
         except RuntimeError as e:
+            torch.cuda.set_stream(self.stream)
             raise DeviceError("kernel: %s" % first_line(e), self.lost())
         t = time.perf_counter()
         self.sync()
