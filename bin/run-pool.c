@@ -239,11 +239,54 @@ static void recover(struct pool_run *pr, int n)
 	strbuf_release(&dir);
 }
 
+/* Whether process pid is alive and works in dir (a worker's cwd is its
+ * worktree): a pid file's number reused by another process is not. */
+static int works_in(long pid, const char *dir)
+{
+	char link[64], cwd[PATH_MAX], *real = realpath(dir, NULL);
+	ssize_t len;
+	int ret;
+
+	snprintf(link, sizeof(link), "/proc/%ld/cwd", pid);
+	len = readlink(link, cwd, sizeof(cwd) - 1);
+	if (len >= 0)
+		cwd[len] = '\0';
+	ret = len >= 0 && real && !strcmp(cwd, real);
+	free(real);
+	return ret;
+}
+
+/* A worker of the killed run may still be stopping (the coordinator's
+ * death sent it SIGTERM, and it saves the candidate it was judging): its
+ * worktree is recovered and removed once it has exited, not under it.
+ * t0220 once lost a worktree's admin directory to that race. */
+static void wait_left_worker(int n)
+{
+	struct strbuf path = STRBUF_INIT, pid = STRBUF_INIT, dir = STRBUF_INIT;
+	long p;
+
+	strbuf_addf(&path, "%s/%d.pid", pool_dir(), n);
+	pool_worktree(&dir, n);
+	if (strbuf_read_file(&pid, path.buf) > 0 &&
+	    (p = strtol(pid.buf, NULL, 10)) > 0 && works_in(p, dir.buf)) {
+		fprintf(stderr, "autokernel: worker %d of the killed run (pid "
+			"%ld) is still stopping: waiting for it\n", n, p);
+		while (works_in(p, dir.buf))
+			usleep(100000);
+	}
+	unlink(path.buf);
+	strbuf_release(&path);
+	strbuf_release(&pid);
+	strbuf_release(&dir);
+}
+
 /* Worktrees of a run that was killed: their work recovered, removed. */
 static void clear_left(struct pool_run *pr)
 {
 	int left[256], nr = pool_left(left, 256);
 
+	for (int i = 0; i < nr; i++)
+		wait_left_worker(left[i]);
 	git_cmd(NULL, 1, "worktree", "prune", NULL);
 	for (int i = 0; i < nr; i++) {
 		warning("worker %d's worktree is left from a run that was "
