@@ -260,10 +260,11 @@ static int works_in(long pid, const char *dir)
  * death sent it SIGTERM, and it saves the candidate it was judging): its
  * worktree is recovered and removed once it has exited, not under it.
  * t0220 once lost a worktree's admin directory to that race. */
-static void wait_left_worker(int n)
+static int wait_left_worker(int n)
 {
 	struct strbuf path = STRBUF_INIT, pid = STRBUF_INIT, dir = STRBUF_INIT;
 	long p;
+	int ret = 0;
 
 	strbuf_addf(&path, "%s/%d.pid", pool_dir(), n);
 	pool_worktree(&dir, n);
@@ -271,22 +272,34 @@ static void wait_left_worker(int n)
 	    (p = strtol(pid.buf, NULL, 10)) > 0 && works_in(p, dir.buf)) {
 		fprintf(stderr, "autokernel: worker %d of the killed run (pid "
 			"%ld) is still stopping: waiting for it\n", n, p);
-		while (works_in(p, dir.buf))
+		/* an experiment's judgement ends within its time limits */
+		for (int i = 0; works_in(p, dir.buf); i++) {
+			if (i == 6000) {
+				ret = error("worker %d of the killed run (pid "
+					    "%ld) has not stopped in 10 minutes: "
+					    "stop it ('kill %ld') and run again",
+					    n, p, p);
+				goto out;
+			}
 			usleep(100000);
+		}
 	}
 	unlink(path.buf);
+out:
 	strbuf_release(&path);
 	strbuf_release(&pid);
 	strbuf_release(&dir);
+	return ret;
 }
 
 /* Worktrees of a run that was killed: their work recovered, removed. */
-static void clear_left(struct pool_run *pr)
+static int clear_left(struct pool_run *pr)
 {
 	int left[256], nr = pool_left(left, 256);
 
 	for (int i = 0; i < nr; i++)
-		wait_left_worker(left[i]);
+		if (wait_left_worker(left[i]) < 0)
+			return -1;
 	git_cmd(NULL, 1, "worktree", "prune", NULL);
 	for (int i = 0; i < nr; i++) {
 		warning("worker %d's worktree is left from a run that was "
@@ -295,6 +308,7 @@ static void clear_left(struct pool_run *pr)
 		pool_remove_worktree(left[i]);
 	}
 	pool_clear();
+	return 0;
 }
 
 static void main_tree_start(struct pool_run *pr)
@@ -471,7 +485,10 @@ int run_pool(const struct run_opts *o, int argc, char **argv,
 	if ((rc = check_pool(&pr)))
 		goto cleanup;
 	pr.t0 = now_ns();
-	clear_left(&pr);
+	if (clear_left(&pr) < 0) {
+		rc = run_end(EXIT_ENV);
+		goto cleanup;
+	}
 	main_tree_start(&pr);
 	run_catch_stops("\nautokernel: stopping the workers after their "
 			"experiments in flight (Ctrl-C again to stop now)\n");

@@ -208,7 +208,12 @@ class Kernel:
         """ak_kernel(a) -> its return code, or a Failure.  A reference
         module's returned outputs go to a.results (deliver() them)."""
         try:
-            r = self.fn(a)
+            try:
+                r = self.fn(a)
+            finally:
+                # a kernel may leave a stream of its own current: the
+                # runner's next work goes to its own, error or not
+                dev.restore_stream()
             if reference and returned_outputs(r):
                 a.results = list(r) if isinstance(r, (tuple, list)) else [r]
                 return 0
@@ -262,40 +267,65 @@ timer_snapshot = None
 
 def timer_parts():
     """
-    Everything the runner's timing and checks rest on, by identity: this
-    module's and the device module's functions, classes, methods and
-    constants, the device's attributes, and the clocks, events and
-    synchronizes of time and torch.cuda.  The kernel runs in this process
-    and could replace any of them (a timer_stop that returns 1 us); the
-    parts are compared after every load and every call, outside the timed
-    interval.  It cannot stop a kernel that writes this process's memory
-    through ctypes: the parent's bound on impossible times is the check
-    of last resort.
+    Everything the runner's timing and checks rest on: this module's and
+    the device module's functions (with their code, defaults and
+    closures), classes, methods, constants and modules, the device's
+    attributes and its events, the flush buffer's memory, and the clocks,
+    events and synchronizes of time and torch.cuda (their C functions
+    too).  The kernel runs in this process and could replace any of them
+    (a timer_stop that returns 1 us); they are compared, as the objects
+    themselves (held, so an id cannot be reused), after every load and
+    every call, outside the timed interval.  It cannot stop a kernel that
+    writes this process's memory through ctypes, or one that puts back
+    what it replaced before the check: the parent's bound on impossible
+    times is the check of last resort.
     """
     parts = {}
+
+    def put(key, v):
+        parts[key] = v
+        for attr in ("__code__", "__defaults__", "__closure__"):
+            if hasattr(v, attr):
+                parts[key + (attr,)] = getattr(v, attr)
+
     for mod in (sys.modules[__name__], ak_triton_device):
         for name, v in vars(mod).items():
-            if not (callable(v) or name.isupper()):
+            if not (callable(v) or name.isupper() or
+                    isinstance(v, type(sys))):
                 continue        # state, as timer_snapshot itself
-            parts[(mod.__name__, name)] = id(v)
+            put((mod.__name__, name), v)
             if isinstance(v, type) and v.__module__ == mod.__name__:
                 for m, f in vars(v).items():
                     if callable(f) or isinstance(f, (staticmethod,
                                                      classmethod)):
-                        parts[(mod.__name__, name, m)] = id(f)
+                        put((mod.__name__, name, m), f)
+    parts[("REQUESTS",)] = tuple(sorted(REQUESTS.items()))
     for name, v in vars(dev).items():
         if name not in DEV_STATE:
-            parts[("dev", name)] = id(v)
+            put(("dev", name), v)
+    for i, e in enumerate(getattr(dev, "events", ())):
+        parts[("dev", "events", str(i))] = e
+    buf = getattr(dev, "flush_buf", None)
+    if buf is not None:
+        parts[("dev", "flush_buf", "memory")] = (buf.data_ptr(),
+                                                 buf.numel())
     for name in ("perf_counter", "clock_gettime", "monotonic"):
-        parts[("time", name)] = id(getattr(time, name, None))
+        put(("time", name), getattr(time, name, None))
     cuda = torch.cuda
     for name in ("synchronize", "_sleep", "set_stream", "current_stream",
                  "Event", "Stream"):
-        parts[("torch.cuda", name)] = id(getattr(cuda, name, None))
+        put(("torch.cuda", name), getattr(cuda, name, None))
     for name in ("record", "synchronize", "elapsed_time", "query"):
-        parts[("torch.cuda.Event", name)] = id(getattr(cuda.Event, name,
-                                                       None))
+        put(("torch.cuda.Event", name), getattr(cuda.Event, name, None))
+    for name in ("_cuda_synchronize", "_cuda_sleep", "_cuda_setStream"):
+        put(("torch._C", name), getattr(torch._C, name, None))
     return parts
+
+
+def same(a, b):
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a is b or (isinstance(a, int) and a == b)
 
 
 def check_timer(what):
@@ -306,8 +336,10 @@ def check_timer(what):
     if timer_snapshot is None:
         timer_snapshot = now
         return
-    changed = sorted(".".join(k) for k in set(now) | set(timer_snapshot)
-                     if now.get(k) != timer_snapshot.get(k))
+    keys = [k for k in set(now) | set(timer_snapshot)
+            if not same(now.get(k), timer_snapshot.get(k))]
+    # a function replaced, not also its code, defaults and closure
+    changed = sorted(".".join(k) for k in keys if k[:-1] not in keys)
     if changed:
         raise Failure("%s replaced the runner's %s: its times cannot be "
                       "trusted" % (what, ", ".join(changed[:4])),

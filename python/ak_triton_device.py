@@ -28,9 +28,11 @@ ESCAPE_US = 50.0
 
 # The delay queued ahead of every timed call (CudaDevice.timer_start):
 # twice the longest host-side launch of the last DELAY_WINDOW calls,
-# within these bounds.
+# within these bounds.  Work a kernel queues on a stream of its own can
+# run on the SMs the delay leaves free, before the start event: the
+# bound keeps that window at 1 ms (honest launches take 30 to 220 us).
 DELAY_MIN_US = 100.0
-DELAY_MAX_US = 20000.0
+DELAY_MAX_US = 1000.0
 DELAY_WINDOW = 16
 
 # torch.cuda._sleep counts SM clock cycles: at 2 GHz, more than any
@@ -164,8 +166,12 @@ class CudaDevice(Memory):
         except RuntimeError as e:
             raise DeviceError("kernel: %s" % first_line(e), self.lost())
         finally:
-            # a kernel may have left another stream current
-            torch.cuda.set_stream(self.stream)
+            self.restore_stream()
+
+    def restore_stream(self):
+        """The runner's stream current again (a kernel may have left
+        another one current)."""
+        torch.cuda.set_stream(self.stream)
 
     def lost(self):
         """Whether the context is gone (errors that poison it repeat)."""
@@ -224,7 +230,7 @@ class CudaDevice(Memory):
         try:
             stop.synchronize()
         except RuntimeError as e:
-            torch.cuda.set_stream(self.stream)
+            self.restore_stream()
             raise DeviceError("kernel: %s" % first_line(e), self.lost())
         t = time.perf_counter()
         self.sync()
@@ -237,7 +243,10 @@ class CudaDevice(Memory):
         if not escaped and not tracing():
             return us
         after.record(self.stream)
-        after.synchronize()
+        try:
+            after.synchronize()
+        except RuntimeError as e:
+            raise DeviceError("kernel: %s" % first_line(e), self.lost())
         us_after = start.elapsed_time(after) * 1e3
         trace("timer: %.2f us%s (host launch %.1f us under a delay of %.0f, "
               "the synchronize waited %.1f us, then %.1f idle, %.2f us to "
@@ -317,6 +326,9 @@ class FakeDevice(Memory):
                 "torch": torch.__version__}
 
     def sync(self):
+        pass
+
+    def restore_stream(self):
         pass
 
     def lost(self):

@@ -186,6 +186,10 @@ test_expect_success 'worktrees left by a killed run are recovered by the next' '
 test_expect_success 'and waits for a worker of the killed run still stopping' '
 	cd repo && mkdir -p .git/autokernel/workers/1 &&
 	{ sh -c "cd .git/autokernel/workers/1 && exec sleep 3" & p=$!; } &&
+	i=0 && while ! test "$(readlink /proc/$p/cwd)" = \
+		"$(cd .git/autokernel/workers/1 && pwd -P)"; do
+		i=$((i + 1)); test $i -lt 100 || exit 1; sleep 0.05
+	done &&
 	echo $p >.git/autokernel/workers/1.pid &&
 	git autokernel run --workers 2 --max-experiments 1 --agent exec -- \
 		../slow-agent.sh >../out 2>../err &&

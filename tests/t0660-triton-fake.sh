@@ -67,6 +67,18 @@ test_expect_success 'a kernel that replaces the timer is caught in its call' '
 	grep "the kernel replaced the runner.s ak_triton_device.FakeDevice.timer_stop: its times cannot be trusted" out err
 '
 
+test_expect_success 'or its code, keeping the function' '
+	kernel_dir code "import ak_triton_device as d; d.FakeDevice.timer_stop.__code__ = (lambda self: 1.0).__code__" &&
+	test_expect_code 1 git autokernel verify code/softmax >out 2>err &&
+	grep "the kernel replaced the runner.s ak_triton_device.FakeDevice.timer_stop.__code__" out err
+'
+
+test_expect_success 'or the device module.s clock' '
+	kernel_dir clockmod "import ak_triton_device as d, types; d.time = types.SimpleNamespace(perf_counter=lambda: 0.0)" &&
+	test_expect_code 1 git autokernel verify clockmod/softmax >out 2>err &&
+	grep "the kernel replaced the runner.s ak_triton_device.time" out err
+'
+
 test_expect_success 'and at import' '
 	kernel_dir escape "" &&
 	echo "import ak_triton_device; ak_triton_device.ESCAPE_US = 1e9" \
