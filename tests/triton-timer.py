@@ -7,9 +7,12 @@ synchronize are replaced by a model of one device with a clock: work
 queued on a stream starts when the host has queued it and the stream's
 previous work is done, an event's time is when its stream reaches it, and
 the host's clock moves with the launches and waits it makes.  The model
-has the costs measured on an H200 (the runner in the cell, 2026-12-04):
-a launch from Python takes tens of microseconds, and a device-wide
-synchronize costs the host 20 to 150 us even on an idle device.
+has the costs measured on an H200 (the runner, 2026-12-04): a launch
+from Python takes tens of microseconds, and the first device-wide
+synchronize after work costs the host 20 to 150 us even when nothing is
+left to run (a second one, at once, about 10).  The benchmark's side
+(charge_escapes) is run as the runner's Bench does: a kernel's calls
+judged against the runner's own copy's in the same loop.
 """
 import importlib.util
 import random
@@ -29,11 +32,13 @@ class Gpu:
     def __init__(self, sync_cost):
         self.host = 0.0
         self.streams = {}
-        self.sync_cost = sync_cost      # the host's cost of a synchronize
+        self.sync_cost = sync_cost      # the first synchronize after work
+        self.dirty = False              # work queued since the last one
 
     def queue(self, stream, us):
         start = max(self.host, self.streams.get(stream, 0.0))
         self.streams[stream] = start + us
+        self.dirty = True
         return start + us
 
     def wait_until(self, t, cost):
@@ -55,7 +60,9 @@ class Event:
 
 
 def synchronize(dev=None):
-    gpu.wait_until(max(gpu.streams.values(), default=0.0), gpu.sync_cost())
+    cost = gpu.sync_cost() if gpu.dirty else 10.0
+    gpu.dirty = False
+    gpu.wait_until(max(gpu.streams.values(), default=0.0), cost)
 
 
 def sleep(cycles):
@@ -89,14 +96,27 @@ def kernel(us, launch_us, side_us=0.0):
     return run
 
 
-def times(dev, run, n=60):
+def times(dev, run, n=60, excess=None):
     out = []
     for _ in range(n):
         gpu.queue("timed", 30.0)            # the L2 flush
         dev.timer_start()
         run()
         out.append(dev.timer_stop())
+        if excess is not None:
+            excess.append(dev.excess_us)
     return out
+
+
+def bench(dev, run, n=60):
+    """The runner's Bench: rounds of a kernel call and a copy (the
+    runner's own work), the kernel's times charged as it reports them."""
+    t, e, ce = [], [], []
+    copy = kernel(3.0, 10.0)
+    for _ in range(n):
+        t += times(dev, run, 1, e)
+        times(dev, copy, 1, ce)
+    return D.charge_escapes(t, e, ce)[0]
 
 
 def median(v):
@@ -107,7 +127,7 @@ def old_rule(dev, run, n=60):
     """The rule before 2026-12-04: the end event after the device-wide
     synchronize when that came more than 50 us after the call's end."""
     out = []
-    start, stop, after = dev.events
+    start, stop, after = Event(), Event(), Event()
     for _ in range(n):
         gpu.queue("timed", 30.0)
         start.record(dev.stream)
@@ -147,13 +167,20 @@ check(median(t) > 50, "the old rule took the synchronize's cost for a "
       "median %.2f us" % median(t))
 
 gpu = Gpu(slow_sync)
-t = times(device(), kernel(5.0, 20.0))
-bad = [x for x in t if abs(x - 5.0) > 1e-6]
-check(median(t) == 5.0 and len(bad) <= len(t) // 4,
-      "a 5 us kernel is 5 us however long the synchronize takes",
-      "median %.2f, %d of %d calls off: %s" % (median(t), len(bad), len(t),
-                                               bad[:5]))
+e = []
+t = times(device(), kernel(5.0, 20.0), excess=e)
+high = [x for x in e if x > D.ESCAPE_US]
+check(len(high) > len(e) // 4, "a rule call by call would charge the "
+      "host's noise (session 7's: the excess over ESCAPE_US)",
+      "%d of %d calls over" % (len(high), len(e)))
+check(set(t) == {5.0}, "the timer's own figure is the events': exact",
+      str(sorted(set(t))[:5]))
 
+gpu = Gpu(slow_sync)
+t = bench(device(), kernel(5.0, 20.0))
+check(set(t) == {5.0},
+      "a 5 us kernel is 5 us however long the synchronize takes",
+      "%s" % sorted(set(t))[:5])
 gpu = Gpu(lambda: 25.0)
 t = times(device(), kernel(5.0, 20.0))
 check(set(t) == {5.0}, "with a steady synchronize, every call is exact",
@@ -178,15 +205,32 @@ check(dev.delay_us() == D.DELAY_MIN_US,
 
 # work on a stream of the kernel's own, past the timed stream's end
 gpu = Gpu(slow_sync)
-t = times(device(), kernel(5.0, 20.0, side_us=2000.0))
+t = bench(device(), kernel(5.0, 20.0, side_us=2000.0))
 check(min(t) >= 2000.0 - 200.0,
       "work queued on a stream of the kernel's own is in its time",
       "min %.2f us" % min(t))
 
 gpu = Gpu(lambda: 25.0)
-t = times(device(), kernel(5.0, 20.0, side_us=400.0))
-check(median(t) >= 300.0, "and 400 us of it, with a steady synchronize",
+t = bench(device(), kernel(5.0, 20.0, side_us=400.0))
+# all of it but what ran beside the delay, before the start event (the
+# hole doc/triton.md names): here the delay's least and the flush
+beside = D.DELAY_MIN_US + 30.0
+check(median(t) >= 400.0 - beside - 10.0,
+      "and 400 us of it, with a steady synchronize",
       "median %.2f us" % median(t))
+
+# on most calls only: the median is charged
+gpu = Gpu(slow_sync)
+flip = random.Random(3)
+
+
+def sometimes():
+    kernel(5.0, 20.0, side_us=400.0 if flip.random() < 0.7 else 0.0)()
+
+
+t = bench(device(), sometimes)
+check(median(t) >= 400.0 - beside - 10.0, "work on its own stream in 7 calls of 10 is "
+      "charged", "median %.2f us" % median(t))
 
 print("1..%d" % n)
 sys.exit(1 if failed else 0)
