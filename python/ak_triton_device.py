@@ -247,7 +247,7 @@ class CudaDevice(Memory):
         the runner's own copy, which never escapes.  The benchmark judges
         a kernel's excesses against its copy's (charge_escapes).
         """
-        start, stop = self.events[0], self.events[1]
+        start, stop = self.events
         stop.record(self.stream)
         host_us = (time.perf_counter() - self.launched) * 1e6
         delay = self.delay_us()
