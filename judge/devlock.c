@@ -60,6 +60,11 @@ cleanup:
 		l->fd = -1;
 	}
 	l->waited = (now_ns() - t0) / 1e9;
+	l->taken = now_ns();
+	l->shared = mode == DEVLOCK_SHARED;
+	trace("lock", "%s %s after %.2f ms", key.buf,
+	      ret ? "not taken" : l->shared ? "shared" : "exclusive",
+	      l->waited * 1e3);
 	strbuf_release(&path);
 	strbuf_release(&key);
 	return ret;
@@ -67,7 +72,10 @@ cleanup:
 
 void devlock_release(struct devlock *l)
 {
-	if (l->fd >= 0)
+	if (l->fd >= 0) {
 		close(l->fd);
+		trace("lock", "%s let go after %.2f ms",
+		      l->shared ? "shared" : "exclusive", ms_since(l->taken));
+	}
 	l->fd = -1;
 }

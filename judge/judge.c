@@ -526,18 +526,33 @@ done:
 	return j->ceilings;
 }
 
+struct stage_lock {
+	struct judge *j;
+	struct devlock l;
+};
+
+static void stage_call_enter(void *arg)
+{
+	struct stage_lock *s = arg;
+
+	devlock_take(&s->l, s->j, DEVLOCK_SHARED);
+	s->j->device_wait += s->l.waited;
+}
+
+static void stage_call_leave(void *arg)
+{
+	devlock_release(&((struct stage_lock *)arg)->l);
+}
+
 int judge_run_stages(struct judge *j, const struct problem *p,
 		     struct cases *cs, int slot, json_t **result,
 		     struct strbuf *verdict, FILE *progress)
 {
-	struct devlock l = DEVLOCK_INIT;
-	int rc;
+	struct stage_lock s = { j, DEVLOCK_INIT };
+	struct device_use dev = { stage_call_enter, stage_call_leave, &s };
 
-	devlock_take(&l, j, DEVLOCK_SHARED);
-	j->device_wait += l.waited;
-	rc = verify_stages(&j->r, p, cs, slot, result, verdict, progress);
-	devlock_release(&l);
-	return rc;
+	return verify_stages(&j->r, p, cs, slot, &dev, result, verdict,
+			     progress);
 }
 
 int judge_run_bench(struct judge *j, const struct problem *p,

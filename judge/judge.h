@@ -10,7 +10,7 @@
  *		...
  *	struct cases *cs = cases_start(&c.p, -1);         // made during the build
  *	rc = judge_build(&j, &c, 0, &verdict);            // -1: compile error
- *	rc = verify_stages(&j.r, &c.p, cs, 0, &res, &verdict, stderr);
+ *	rc = verify_stages(&j.r, &c.p, cs, 0, NULL, &res, &verdict, stderr);
  *	cases_free(cs);
  *	judge_stop(&j);
  *	candidate_release(&c);
@@ -92,8 +92,9 @@ void judge_device_key(struct judge *j, struct strbuf *out);
 
 /*
  * verify_stages() and bench_workload() (verify/verify.h) on j's runner
- * with the device's lock (judge/devlock.h): shared for the stages,
- * exclusive for the benchmark; the wait is added to j->device_wait.
+ * with the device's lock (judge/devlock.h): shared for each call of the
+ * stages (not for the host's work between calls), exclusive for the
+ * benchmark; the wait is added to j->device_wait.
  * judge_run_bench_shape() is bench_fresh() at one shape and dtype (scale
  * 1, no early end).  The ceilings are the device's (judge_ceilings()).
  */

@@ -41,7 +41,8 @@ void trace(const char *who, const char *fmt, ...)
 	pthread_once(&opened, open_trace);
 	if (fd < 0)
 		return;
-	n = snprintf(line, sizeof(line), "%.6f %.64s: ", now_ns() / 1e9, who);
+	n = snprintf(line, sizeof(line), "%.6f %d %.64s: ", now_ns() / 1e9,
+		     (int)getpid(), who);
 	va_start(ap, fmt);
 	m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);

@@ -8,8 +8,9 @@
  *	...
  *	trace("verify", "case %s: %.1f ms", shape, (now_ns() - t0) / 1e6);
  *
- * A line is "SECONDS WHO: WHAT", SECONDS on the monotonic clock that
- * both processes share, so their lines interleave in time order.
+ * A line is "SECONDS PID WHO: WHAT", SECONDS on the monotonic clock that
+ * every process shares, so the lines of the tool, its runners and the
+ * workers of `run --workers` interleave in time order, told apart by PID.
  */
 #ifndef TRACE_H
 #define TRACE_H

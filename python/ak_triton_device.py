@@ -75,7 +75,8 @@ def trace(line):
             _trace[0] = -1
     if _trace[0] >= 0:
         t = time.clock_gettime(time.CLOCK_MONOTONIC)
-        os.write(_trace[0], ("%.6f triton-runner: %s\n" % (t, line))
+        os.write(_trace[0], ("%.6f %d triton-runner: %s\n"
+                                % (t, os.getpid(), line))
                  .encode()[:1000])
 
 

@@ -11,7 +11,7 @@
 # triton") picks the GPU backends; AK_BENCH_WORKERS ("alone 1 4", or none
 # for no tuner runs) and AK_BENCH_EXPERIMENTS (24) shape the throughput
 # runs, AK_BENCH_NO_HOST_TUNER=1 skips the host's, AK_BENCH_OUT=DIR keeps
-# their logs; AK_BENCH_CONFIG ("key=value ...") is git config for every
+# their logs and traces; AK_BENCH_CONFIG ("key=value ...") is git config for every
 # run (autokernel.sandbox=false times an experiment without the cell).
 set -u
 AK_BUILD=${AK_BUILD:-$(cd "$(dirname "$0")/.." && pwd)/build}
@@ -122,7 +122,13 @@ throughput () {
 		# a kept commit at 95% of the floor would end the run
 		git config autokernel.stopAtFloor 0
 		test "$w" = alone || opts="$opts --workers $w"
-		s=$(secs git-autokernel run $opts)
+		# with AK_BENCH_OUT, each run's trace (lib/trace.h) beside its log
+		if test -n "${AK_BENCH_OUT:-}"; then
+			s=$(AUTOKERNEL_TRACE="$AK_BENCH_OUT/trace-$b-$w" \
+				secs git-autokernel run $opts)
+		else
+			s=$(secs git-autokernel run $opts)
+		fi
 		if test -n "${AK_BENCH_OUT:-}"; then    # the runs' logs, kept
 			cp "$W/last.out" "$AK_BENCH_OUT/run-$b-$w.out"
 			ls .git/autokernel "$AUTOKERNEL_CACHE" \

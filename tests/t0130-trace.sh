@@ -27,7 +27,7 @@ test_expect_success 'a traced experiment says where its time went' '
 		"bench: .* calls checked in" "hook: pre-commit ends" \
 		"hook: commit-msg ends"
 	do
-		grep "^[0-9][0-9.]* $what" trace || { echo "missing: $what"; exit 1; }
+		grep "^[0-9][0-9.]* [0-9]* $what" trace || { echo "missing: $what"; exit 1; }
 	done
 '
 

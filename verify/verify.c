@@ -42,6 +42,7 @@ struct ctx {
 	struct runner *r;
 	const struct problem *p;
 	int slot;
+	const struct device_use *dev;
 	json_t *cases;
 	struct strbuf *why;
 };
@@ -55,7 +56,11 @@ static int call_once(struct ctx *x, const struct layout *l,
 	int fail = 1;
 
 	json_object_set_new(req, "slot", json_integer(x->slot));
+	if (x->dev)
+		x->dev->enter(x->dev->arg);
 	res = runner_request(x->r, req, x->r->timeout_ms, x->why);
+	if (x->dev)
+		x->dev->leave(x->dev->arg);
 	json_decref(req);
 	if (!res)
 		return 1;
@@ -160,8 +165,8 @@ static int stage_run(struct ctx *x, struct cases *cs, int stage)
 }
 
 int verify_stages(struct runner *r, const struct problem *p,
-		  struct cases *cs, int slot, json_t **result,
-		  struct strbuf *verdict, FILE *progress)
+		  struct cases *cs, int slot, const struct device_use *dev,
+		  json_t **result, struct strbuf *verdict, FILE *progress)
 {
 	struct cases *own = cs ? NULL : cases_plan(p, -1, 0);
 	json_t *stages = json_array();
@@ -173,7 +178,7 @@ int verify_stages(struct runner *r, const struct problem *p,
 		cs = own;
 	cases_map(cs, r);
 	for (int st = 0; st < 5 && !fail; st++) {
-		struct ctx x = { r, p, slot, json_array(), &why };
+		struct ctx x = { r, p, slot, dev, json_array(), &why };
 		long long t0 = now_ns();
 
 		phase("stage %d/5 %s", st + 1, stage_names[st]);

@@ -7,7 +7,7 @@
  *	struct runner r = RUNNER_INIT;      // client.h
  *	runner_start(&r, p.backend, timeout_ms, &why);
  *	runner_load(&r, 0, "/cache/ab12.so", &why);
- *	rc = verify_stages(&r, &p, cs, 0, &result, &verdict, NULL);  // 0 pass
+ *	rc = verify_stages(&r, &p, cs, 0, NULL, &result, &verdict, NULL);  // 0 pass
  *	int slots[] = { 0, 1 };             // candidate, current best
  *	struct settle st = { 0.01, 0 };     // minGain, maxShapeRegression
  *	rc = bench_workload(&r, &p, slots, 2, ceilings, 1.0, &st,
@@ -53,13 +53,25 @@ void cases_free(struct cases *cs);
  * where it costs nothing. */
 void cases_map(struct cases *cs, struct runner *r);
 
+/*
+ * Around each call of the kernel in the stages: enter() before the
+ * request that runs it, leave() once it has answered.  The judge takes
+ * the device's lock there (shared), for the call alone: a benchmark
+ * beside it waits for no case's inputs, reference or comparison.
+ */
+struct device_use {
+	void (*enter)(void *arg);
+	void (*leave)(void *arg);
+	void *arg;
+};
+
 /* 0 all five pass, 1 a stage failed (verdict says which), -1 the harness
  * itself failed (error printed).  cs: from cases_start() for p, or NULL
- * to make each case when it runs.  progress, if not NULL, gets a line
- * per stage as it finishes. */
+ * to make each case when it runs.  dev, if not NULL, brackets each call.
+ * progress, if not NULL, gets a line per stage as it finishes. */
 int verify_stages(struct runner *r, const struct problem *p,
-		  struct cases *cs, int slot, json_t **result,
-		  struct strbuf *verdict, FILE *progress);
+		  struct cases *cs, int slot, const struct device_use *dev,
+		  json_t **result, struct strbuf *verdict, FILE *progress);
 
 /*
  * When a shape's benchmark ends early (bench.c: settled()): once the
