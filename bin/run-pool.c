@@ -145,13 +145,33 @@ static int parse_gpus(struct pool_run *pr)
 	return 0;
 }
 
-static void device_env(struct pool_run *pr, struct child *c,
+/*
+ * A worker's environment: its device, and its share of the cores.  A
+ * GPU judge uses every core for its inputs, references and the checks
+ * of each timed call (OpenMP); N judges at once would each start that
+ * many threads, and OpenMP's threads spin while they wait: on the H200's
+ * 16 cores, four workers checked a benchmark's calls 20 times slower
+ * than one, and the device waited for them.  So each judge here gets
+ * cores/N threads (AUTOKERNEL_THREADS), which sleep while they wait
+ * (OMP_WAIT_POLICY, not for the host backend, whose kernels are timed
+ * with OpenMP's threads as they are).  A Slurm job has its node's cores.
+ */
+static void worker_env(struct pool_run *pr, struct child *c,
 		       const char *device)
 {
-	if (!device)
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (device)
+		strvec_pushf(&c->env, "%s=%s", !strcmp(pr->backend, "hip") ?
+			     "HIP_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES",
+			     device);
+	if (pr->o->slurm)
 		return;
-	strvec_pushf(&c->env, "%s=%s", !strcmp(pr->backend, "hip") ?
-		     "HIP_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES", device);
+	if (!getenv("AUTOKERNEL_THREADS"))
+		strvec_pushf(&c->env, "AUTOKERNEL_THREADS=%ld",
+			     cores / pr->n > 1 ? cores / pr->n : 1);
+	if (strcmp(pr->backend, "host") && !getenv("OMP_WAIT_POLICY"))
+		strvec_push(&c->env, "OMP_WAIT_POLICY=passive");
 }
 
 /* `git-autokernel run --worker N ...` with run's own arguments; the
@@ -207,7 +227,7 @@ static int spawn(struct pool_run *pr, struct worker *w)
 	w->c = (struct child)CHILD_INIT;
 	pool_worktree(&dir, w->n);
 	worker_args(pr, &w->c, w->n, 0);
-	device_env(pr, &w->c, w->device);
+	worker_env(pr, &w->c, w->device);
 	w->c.dir = dir.buf;
 	w->c.no_stdin = 1;
 	/* a worker has no limit of its own: every child it starts (agent,

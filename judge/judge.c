@@ -245,14 +245,26 @@ void judge_device_key(struct judge *j, struct strbuf *out)
 	}
 }
 
+/* The host backend's kernels need every core; a GPU judge takes them
+ * all, or AUTOKERNEL_THREADS (a worker's share, bin/run-pool.c). */
+static int judge_threads(const char *backend)
+{
+	const char *env = getenv("AUTOKERNEL_THREADS");
+
+	if (!strcmp(backend, "host"))
+		return 1;
+	if (env && atoi(env) > 0)
+		return atoi(env);
+	return (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 int judge_start(struct judge *j, const char *backend)
 {
 	struct strbuf why = STRBUF_INIT, path = STRBUF_INIT;
 	json_t *last;
 
 	snprintf(j->backend, sizeof(j->backend), "%s", backend);
-	verify_set_threads(strcmp(backend, "host") ? (int)sysconf(
-		_SC_NPROCESSORS_ONLN) : 1);
+	verify_set_threads(judge_threads(backend));
 	if (runner_present(backend, &why) < 0) {
 		error("%s", why.buf);
 		strbuf_release(&why);

@@ -11,8 +11,9 @@
 # triton") picks the GPU backends; AK_BENCH_WORKERS ("alone 1 4", or none
 # for no tuner runs) and AK_BENCH_EXPERIMENTS (24) shape the throughput
 # runs, AK_BENCH_NO_HOST_TUNER=1 skips the host's, AK_BENCH_OUT=DIR keeps
-# their logs and traces; AK_BENCH_CONFIG ("key=value ...") is git config for every
-# run (autokernel.sandbox=false times an experiment without the cell).
+# their logs and traces; AK_BENCH_CONFIG ("key=value ...") is git config
+# for every run (autokernel.sandbox=false times an experiment without the
+# cell); AK_BENCH_ONE=0 skips the one-experiment timings.
 set -u
 AK_BUILD=${AK_BUILD:-$(cd "$(dirname "$0")/.." && pwd)/build}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -60,6 +61,8 @@ for backend in ${AK_BENCH_BACKENDS:-cuda hip triton}; do
 	repo="$W/repo-$backend"
 	git init -q "$repo" && cd "$repo" &&
 		git commit -q --allow-empty -m init || exit 1
+	# AK_BENCH_ONE=0: the throughput runs alone
+	test "${AK_BENCH_ONE:-1}" = 0 && { cd "$SRC" || exit 1; continue; }
 	if ! s=$(secs git-autokernel start softmax --backend "$backend"); then
 		printf "%-6s no device, or start failed: %s\n" "$backend" \
 			"$(grep -m1 error "$W/last.out")" | tee -a "$table"

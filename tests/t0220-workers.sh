@@ -77,6 +77,8 @@ n=$(sed -n "s/^#define REPEAT //p" "$AUTOKERNEL_KERNEL")
 sed -i "s/^#define REPEAT .*/#define REPEAT $((n / 2))/" "$AUTOKERNEL_KERNEL"
 echo "/* $$ $(date +%s%N) */" >>"$AUTOKERNEL_KERNEL"
 echo "half the repeats" >"$AUTOKERNEL_MESSAGE"
+echo "${AUTOKERNEL_THREADS:-unset} ${OMP_WAIT_POLICY:-unset}" \
+	>>"$(dirname "$0")/worker-env"
 EOF
 chmod +x halve.sh
 
@@ -94,6 +96,14 @@ test_expect_success 'a candidate kept against a tip that moved is judged again' 
 	grep -v " baseline$" ../records >../judged &&
 	awk "\$2 != \$3 { print; bad = 1 } END { exit bad }" ../judged &&
 	test $(git rev-list --count autokernel/rj) -le 4 && nothing_left
+'
+
+# Each worker's judge takes its share of the cores; the host backend's
+# kernels keep OpenMP's own waiting.
+test_expect_success 'each worker gets its share of the cores' '
+	n=$(($(nproc) / 2)) && test $n -ge 1 || n=1
+	sort -u worker-env >env.seen && echo "$n unset" >env.want &&
+	diff -u env.want env.seen
 '
 
 cat >slow-agent.sh <<'EOF'
