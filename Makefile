@@ -170,6 +170,9 @@ install: all
 # not part of glibc, data; unpack anywhere and put its bin/ on PATH.
 bundle: all
 	rm -rf $(B)/bundle && $(MAKE) install PREFIX=/ DESTDIR=$(CURDIR)/$(B)/bundle/git-autokernel
+	# the unit test that make check-gpu runs (t0660), beside bin/
+	install -d $(B)/bundle/git-autokernel/tests
+	install -m 755 $(B)/tests/unit-fresh $(B)/bundle/git-autokernel/tests/
 	./scripts/bundle-libs.sh $(B)/bundle/git-autokernel
 	tar -C $(B)/bundle -czf $(B)/git-autokernel-$(VERSION).tar.gz git-autokernel
 	@echo "bundle: $(B)/git-autokernel-$(VERSION).tar.gz"

@@ -14,9 +14,13 @@ kernel_dir () {
 	sed -e "s|/\* HOST_BREAK \*/|$2|" "$base" >"$1/softmax/kernel.cu"
 }
 
+# the build's unit tests, or a bundle's (make bundle: tests/ beside bin/)
+unit_dir=${AK_UNIT_DIR:-$AK_BUILD/tests}
+test -x "$unit_dir/unit-fresh" || unit_dir=$AK_BUILD/../tests
+
 test_expect_success 'the device generator makes the bytes the host checks' '
 	AK_FRESH_BACKEND=cuda AUTOKERNEL_LIBEXEC="$AK_LIBEXEC" \
-		"${AK_UNIT_DIR:-$AK_BUILD/tests}/unit-fresh" >out 2>&1;
+		"$unit_dir/unit-fresh" >out 2>&1;
 	cat out; ! grep "^not ok" out && grep "cuda runner makes the host" out
 '
 
