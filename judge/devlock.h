@@ -15,8 +15,8 @@
  * in the user's cache, so a process that dies, however, lets it go.  A
  * turnstile, taken exclusively around every acquisition, keeps a waiting
  * benchmark from starving behind a stream of stages: while it waits, no
- * stage's next call starts.  A lock that cannot be made is a warning, and the
- * judge goes on unlocked.
+ * stage's next call starts.  A lock that cannot be made is a warning,
+ * and the judge goes on unlocked.
  */
 #ifndef JUDGE_DEVLOCK_H
 #define JUDGE_DEVLOCK_H

@@ -541,13 +541,16 @@ done:
 struct stage_lock {
 	struct judge *j;
 	struct devlock l;
+	int unlocked;   /* the lock could not be made: warned once */
 };
 
 static void stage_call_enter(void *arg)
 {
 	struct stage_lock *s = arg;
 
-	devlock_take(&s->l, s->j, DEVLOCK_SHARED);
+	if (s->unlocked)
+		return;
+	s->unlocked = devlock_take(&s->l, s->j, DEVLOCK_SHARED) < 0;
 	s->j->device_wait += s->l.waited;
 }
 
@@ -560,7 +563,7 @@ int judge_run_stages(struct judge *j, const struct problem *p,
 		     struct cases *cs, int slot, json_t **result,
 		     struct strbuf *verdict, FILE *progress)
 {
-	struct stage_lock s = { j, DEVLOCK_INIT };
+	struct stage_lock s = { j, DEVLOCK_INIT, 0 };
 	struct device_use dev = { stage_call_enter, stage_call_leave, &s };
 
 	return verify_stages(&j->r, p, cs, slot, &dev, result, verdict,
