@@ -3,13 +3,16 @@
 # in a scratch repository, and keep what it says.
 #
 #   scripts/judge.sh [-b BACKEND] [-t N] [-T DURATION] [-f FIRST] [-o OUTDIR] [-r REPO] \
-#           <op> [FILE[=MESSAGE] ...]
+#           [-s "SHAPE..."] <op> [FILE[=MESSAGE] ...]
 #
 # Starts <op> on BACKEND (cuda) from the tool's starter (or from FIRST),
 # commits each FILE over <op>/kernel.* in turn (the pre-commit hook builds,
 # verifies and benchmarks it against the best so far; a slower or failing
 # one is reset and kept as an attempt ref), then lets the tuner run N
-# experiments on what was kept (or as many as fit in DURATION: 90s, 2m).  Writes to OUTDIR (default ./judge-<op>):
+# experiments on what was kept (or as many as fit in DURATION: 90s, 2m).
+# With -s, the branch's workload is those shapes, equal weights (start
+# --shape S:1 each), so a candidate is kept only if it is faster on the
+# whole list.  Writes to OUTDIR (default ./judge-<op>):
 #   report.md, report.svg   git autokernel report of the branch
 #   log.txt                 git autokernel log --attempts, and each commit's
 #                           hook output
@@ -21,8 +24,8 @@
 # once.  Needs git-autokernel on PATH and a device for BACKEND.
 set -u
 
-backend=cuda tune=0 budget= first= out= repo=
-while getopts b:t:T:f:o:r: opt; do
+backend=cuda tune=0 budget= first= out= repo= shapes=
+while getopts b:t:T:f:o:r:s: opt; do
 	case $opt in
 	b) backend=$OPTARG ;;
 	t) tune=$OPTARG ;;
@@ -30,7 +33,8 @@ while getopts b:t:T:f:o:r: opt; do
 	f) first=$OPTARG ;;
 	o) out=$OPTARG ;;
 	r) repo=$OPTARG ;;
-	*) echo "usage: $0 [-b BACKEND] [-t N] [-T DURATION] [-f FIRST] [-o OUTDIR] [-r REPO] <op> [FILE[=MSG]...]" >&2
+	s) shapes=$OPTARG ;;
+	*) echo "usage: $0 [-b BACKEND] [-t N] [-T DURATION] [-f FIRST] [-o OUTDIR] [-r REPO] [-s SHAPES] <op> [FILE[=MSG]...]" >&2
 	   exit 2 ;;
 	esac
 done
@@ -75,9 +79,12 @@ for c in "$@"; do
 done
 
 cd "$repo" && git checkout -q main || exit 1
-say "== start $op --backend $backend${first:+ --from $first}"
+workload=
+for s in $shapes; do workload="$workload --shape $s:1"; done
+say "== start $op --backend $backend${first:+ --from $first}$workload"
+# shellcheck disable=SC2086
 if ! git autokernel start "$op" --backend "$backend" ${first:+--from "$first"} \
-	>>"$log" 2>&1; then
+	$workload >>"$log" 2>&1; then
 	say "start failed; see $log"
 	exit 1
 fi

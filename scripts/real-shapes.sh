@@ -71,7 +71,16 @@ for op; do
 	shapes "$op" >/dev/null || { echo "unknown op '$op'" >&2; exit 2; }
 done
 # JOBS at a time: their builds and stages overlap, their benchmarks
-# take the device in turn (the device lock in the user's cache)
+# take the device in turn (the device lock in the user's cache).  They
+# share the cores as run --workers shares them: cores/JOBS threads for
+# each judge's checks, asleep while they wait.
+if test "$jobs" -gt 1; then
+	cores=$(nproc 2>/dev/null || echo 1)
+	share=$((cores / jobs))
+	test "$share" -gt 0 || share=1
+	export AUTOKERNEL_THREADS=${AUTOKERNEL_THREADS:-$share}
+	export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+fi
 n=0
 for op; do
 	run_op "$op" &
