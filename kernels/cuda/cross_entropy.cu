@@ -5,7 +5,9 @@
  * Kernel 1: a group of GROUP threads owns one row (BLOCK/GROUP rows per
  * block) and streams it once with an online logsumexp: each thread keeps a
  * running max and a sum rescaled when the max grows (one extra exp per
- * vector of VEC, not per element), with UNROLL 16-byte loads in flight.  The
+ * vector of VEC, not per element), with UNROLL 16-byte loads in flight;
+ * a row of odd length (GPT-2's 50257) or at any offset moves in 16-byte
+ * loads too, between a few lone elements at its ends.  The
  * per-row loss goes to the workspace.  Kernel 2: one block sums the N losses
  * in a fixed order and divides by N.  No atomics: bitwise deterministic.
  */
@@ -41,6 +43,34 @@ static __device__ __forceinline__ void load_vec(const T *p, float *f)
 		for (int j = 0; j < VEC; j++)
 			f[j] = to_f32(p[j]);
 	}
+}
+
+/*
+ * A row as a kernel streams it: head elements alone up to its
+ * first 16-byte boundary, nv vectors of VEC, then the tail (fewer than
+ * VEC, alone).  So a row of odd length (GPT-2's 50257) still moves in
+ * 16-byte accesses.  Lone element e (of C - nv * VEC) is at edge(e).
+ */
+struct row_span {
+	int64_t head, nv, vec;
+
+	__device__ int64_t edge(int64_t e) const
+	{
+		return e < head ? e : head + nv * vec + (e - head);
+	}
+};
+
+template <typename T, int VEC>
+static __device__ __forceinline__ row_span span_of(const T *p, int64_t C)
+{
+	int64_t h = 0;
+
+	if constexpr (VEC > 1) {
+		h = (int64_t)((16 - ((uintptr_t)p & 15)) & 15) / (int64_t)sizeof(T);
+		if (h > C)
+			h = C;
+	}
+	return row_span{h, (C - h) / VEC, VEC};
 }
 
 struct op_sum { __device__ float operator()(float a, float b) const { return a + b; } };
@@ -79,6 +109,22 @@ static __device__ __forceinline__ float rescale(float m_old, float m_new)
 	return m_old == -INFINITY ? 0.f : __expf(m_old - m_new);
 }
 
+/* The online max m and sum s of exp(x - m), advanced by VEC values f. */
+template <int VEC>
+static __device__ __forceinline__ void online_step(const float (&f)[VEC],
+						   float &m, float &s)
+{
+	float mn = m;
+#pragma unroll
+	for (int j = 0; j < VEC; j++)
+		mn = fmaxf(mn, f[j]);
+	s *= rescale(m, mn);
+#pragma unroll
+	for (int j = 0; j < VEC; j++)
+		s += __expf(f[j] - mn);
+	m = mn;
+}
+
 template <typename T, int VEC>
 __global__ void __launch_bounds__(BLOCK)
 row_loss(const T *__restrict__ x, const int64_t *__restrict__ target,
@@ -88,16 +134,18 @@ row_loss(const T *__restrict__ x, const int64_t *__restrict__ target,
 	const int64_t row = (int64_t)blockIdx.x * (BLOCK / GROUP) + threadIdx.x / GROUP;
 	const int t = threadIdx.x % GROUP;
 	const bool live = row < N;
-	const int64_t nv = live ? V / VEC : 0, off = (live ? row : 0) * V;
+	const int64_t off = (live ? row : 0) * V;
+	const T *xr = x + off;
+	const row_span sp = span_of<T, VEC>(xr, live ? V : 0);
 	float m = -INFINITY, s = 0.f;
 
-	for (int64_t base = t; base < nv; base += (int64_t)GROUP * UNROLL) {
+	for (int64_t base = t; base < sp.nv; base += (int64_t)GROUP * UNROLL) {
 		float f[UNROLL][VEC];
 #pragma unroll
 		for (int u = 0; u < UNROLL; u++) {
 			const int64_t i = base + (int64_t)u * GROUP;
-			if (i < nv) {
-				load_vec<T, VEC>(x + off + i * VEC, f[u]);
+			if (i < sp.nv) {
+				load_vec<T, VEC>(xr + sp.head + i * VEC, f[u]);
 			} else {
 #pragma unroll
 				for (int j = 0; j < VEC; j++)
@@ -105,24 +153,21 @@ row_loss(const T *__restrict__ x, const int64_t *__restrict__ target,
 			}
 		}
 #pragma unroll
-		for (int u = 0; u < UNROLL; u++) {
-			float mn = m;
-#pragma unroll
-			for (int j = 0; j < VEC; j++)
-				mn = fmaxf(mn, f[u][j]);
-			s *= rescale(m, mn);
-#pragma unroll
-			for (int j = 0; j < VEC; j++)
-				s += __expf(f[u][j] - mn);
-			m = mn;
-		}
+		for (int u = 0; u < UNROLL; u++)
+			online_step<VEC>(f[u], m, s);
+	}
+	/* the elements before the row's first 16-byte boundary and after
+	 * its last: fewer than 2 * VEC, one each */
+	for (int64_t e = t; live && e < V - sp.nv * VEC; e += GROUP) {
+		const float f1[1] = { to_f32(xr[sp.edge(e)]) };
+		online_step<1>(f1, m, s);
 	}
 	const float mx = group_reduce(m, red, op_max());
 	s *= rescale(m, mx);
 	s = group_reduce(s, red, op_sum());
 	if (live && t == 0) {
 		const int64_t k = target[row];
-		const float xt = (k >= 0 && k < V) ? to_f32(x[off + k]) : NAN;
+		const float xt = (k >= 0 && k < V) ? to_f32(xr[k]) : NAN;
 		loss[row] = logf(s) + mx - xt;
 	}
 }
@@ -163,11 +208,6 @@ extern "C" size_t ak_workspace_size(const struct ak_args *a)
 	return (size_t)rows_of(a) * sizeof(float);
 }
 
-static bool aligned16(const void *p)
-{
-	return ((uintptr_t)p & 15) == 0;
-}
-
 template <typename T>
 static int run(const struct ak_args *a)
 {
@@ -187,10 +227,7 @@ static int run(const struct ak_args *a)
 	if (N > 0) {
 		if (!rows || a->workspace_size < (size_t)N * sizeof(float))
 			return -1;
-		if (V % VW == 0 && aligned16(x))
-			row_loss<T, VW><<<grid, BLOCK, 0, st>>>(x, target, rows, N, V);
-		else
-			row_loss<T, 1><<<grid, BLOCK, 0, st>>>(x, target, rows, N, V);
+		row_loss<T, VW><<<grid, BLOCK, 0, st>>>(x, target, rows, N, V);
 		if (cudaGetLastError() != cudaSuccess)
 			return -1;
 	}
