@@ -11,8 +11,8 @@
 # one is reset and kept as an attempt ref), then lets the tuner run N
 # experiments on what was kept (or as many as fit in DURATION: 90s, 2m).
 # With -s, the branch's workload is those shapes, equal weights (start
-# --shape S:1 each), so a candidate is kept only if it is faster on the
-# whole list.  Writes to OUTDIR (default ./judge-<op>):
+# --shape S:1 each), so a candidate is kept only if it is faster over
+# the list and slower at none of its shapes.  Writes to OUTDIR (default ./judge-<op>):
 #   report.md, report.svg   git autokernel report of the branch
 #   log.txt                 git autokernel log --attempts, and each commit's
 #                           hook output
