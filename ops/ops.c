@@ -214,6 +214,23 @@ static double row_mix_scale(uint64_t seed, int64_t r, const struct stab *p)
 	return p->lo * pow(p->hi / p->lo, rng_uniform(&g));
 }
 
+/*
+ * GEN_MASKED's mask of row r of len: its first n elements are -inf, n a
+ * hash of the seed and the row in [0, len), so a row is never all -inf.
+ * Rows masked up to any point test what a softmax of masked scores or
+ * of logits after top-k meets: whole vectors, a thread's first loads,
+ * whole chunks of a row at -inf, where an online max and sum that takes
+ * exp(-inf - -inf) turns the row into NaN.
+ */
+static int64_t mask_len(uint64_t seed, int64_t r, int64_t len)
+{
+	struct rng g;
+
+	rng_seed(&g, seed ^ UINT64_C(0x94d049bb133111eb) ^
+		 (UINT64_C(0xbf58476d1ce4e5b9) * (uint64_t)(r + 1)));
+	return (int64_t)(rng_uniform(&g) * (double)len) % len;
+}
+
 /* The main input: N(0,1) or U(-1,1), then the stability transform. */
 static void fill_main(struct ak_tensor *t, uint64_t seed,
 		      enum gen_kind kind, const struct stab *p)
@@ -226,14 +243,20 @@ static void fill_main(struct ak_tensor *t, uint64_t seed,
 	for (int64_t b = 0; b < blocks; b++) {
 		struct stream st;
 		int64_t end = (b + 1) * GEN_BLOCK < n ? (b + 1) * GEN_BLOCK : n;
-		double scale = 1.0;
+		int64_t masked = 0;     /* elements before it are -inf */
+		double scale = 1.0, v;
 
 		block_stream(&st, seed, 0, b);
 		for (int64_t i = b * GEN_BLOCK; i < end; i++) {
 			if (kind == GEN_MIXED && (i % len == 0 || i == b * GEN_BLOCK))
 				scale = row_mix_scale(seed, i / len, p);
-			store(t, i, transform(draw(&st, kind), kind, p, scale),
-			      lim);
+			if (kind == GEN_MASKED && (i % len == 0 || i == b * GEN_BLOCK))
+				masked = i / len * len + mask_len(seed, i / len, len);
+			v = transform(draw(&st, kind), kind, p, scale);
+			if (i < masked)
+				dtype_store(t->dtype, t->data, i, -INFINITY);
+			else
+				store(t, i, v, lim);
 		}
 	}
 }
@@ -565,7 +588,7 @@ static const struct op op_softmax = {
 	.bench_shape = "4096x4096",
 	.host_bench_shape = "1024x4096",
 	.stability = 1u << GEN_LARGE | 1u << GEN_MIXED | 1u << GEN_EQUAL |
-		     1u << GEN_ZERO,
+		     1u << GEN_ZERO | 1u << GEN_MASKED,
 	.tol = { { 1e-6, 1e-3 }, { 1e-6, 8e-3 }, { 1e-8, 1e-4 } },
 	.tol_why = "outputs are probabilities: rtol ~2u of the output; "
 		   "f32 allows fast exp and exp2 with log2e folded into "
@@ -815,7 +838,10 @@ static void ce_generate(const struct shape *s, struct ak_tensor *in,
 	fill_main(&in[0], seed, kind, &p);
 	stream_init(&st, seed, 1);
 	for (int64_t n = 0; n < CE_N(s); n++) {
-		t = (int64_t)(rng_uniform(&st.r) * (double)V);
+		/* masked logits: the target among those left */
+		int64_t lo = kind == GEN_MASKED ? mask_len(seed, n, V) : 0;
+
+		t = lo + (int64_t)(rng_uniform(&st.r) * (double)(V - lo));
 		dtype_store(AK_I64, in[1].data, n, (double)(t < V ? t : V - 1));
 	}
 }
@@ -906,7 +932,7 @@ static const struct op op_cross_entropy = {
 	.bench_shape = "4096x32000",
 	.host_bench_shape = "256x32000",
 	.stability = 1u << GEN_LARGE | 1u << GEN_MIXED | 1u << GEN_EQUAL |
-		     1u << GEN_ZERO,
+		     1u << GEN_ZERO | 1u << GEN_MASKED,
 	.tol = { { 1e-5, 2e-5 }, { 1e-5, 2e-5 }, { 1e-5, 2e-5 } },
 	.tol_why = "the loss is f32 whatever the input dtype: f32 sums of "
 		   "V exps and of N losses, fast exp; a target off by one "

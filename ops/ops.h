@@ -55,6 +55,7 @@ enum gen_kind {
 	GEN_MIXED,      /* each row at its own scale, log-uniform, 1e-3 .. */
 	GEN_EQUAL,      /* main input one constant value */
 	GEN_ZERO,       /* main input all zero */
+	GEN_MASKED,     /* each row's prefix -inf (a mask), never the whole row */
 	GEN_KINDS
 };
 

@@ -337,6 +337,7 @@ struct problem {
 	const struct op *op;
 	struct shape s;
 	enum ak_dtype dt;
+	enum gen_kind g;
 	struct ak_tensor in[AK_OP_MAX_IN], out[AK_OP_MAX_OUT];
 	double scalar[4];
 };
@@ -348,6 +349,7 @@ static void problem_init(struct problem *p, const struct op *op,
 	memset(p, 0, sizeof(*p));
 	p->op = op;
 	p->dt = dt;
+	p->g = kind;
 	get(op, shape, &p->s);
 	op_tensors(op, &p->s, dt, p->in, p->out);
 	for (int i = 0; i < op->n_in; i++)
@@ -612,10 +614,14 @@ static int finite_problem(struct problem *p, int64_t max_rows)
 	int good = 1;
 
 	for (int i = 0; i < p->op->n_in; i++)
-		for (int64_t k = 0; k < ak_numel(&p->in[i]); k++)
-			good &= fabs(dtype_load(p->in[i].dtype,
-						p->in[i].data, k)) <=
-				dtype_max(p->in[i].dtype);
+		for (int64_t k = 0; k < ak_numel(&p->in[i]); k++) {
+			double v = dtype_load(p->in[i].dtype, p->in[i].data, k);
+
+			/* a mask's -inf is the point of GEN_MASKED */
+			if (p->g == GEN_MASKED && i == 0 && v == -INFINITY)
+				continue;
+			good &= fabs(v) <= dtype_max(p->in[i].dtype);
+		}
 	for (int64_t r = 0; r < rows && good; r += step) {
 		p->op->reference(&p->s, p->in, p->scalar, r, ref);
 		for (int64_t k = 0; k < len; k++)
@@ -679,6 +685,46 @@ static void test_stability_finite(int full)
 		ok(good, "%s: inputs and reference finite and representable "
 		   "(%d cases)", op->name, n);
 	}
+}
+
+/*
+ * GEN_MASKED: each row -inf up to a point that varies by row, its last
+ * element never; cross_entropy's targets outside the mask.
+ */
+static void test_masked(void)
+{
+	struct problem p, q;
+	int prefix = 1, whole = 0, varied = 0, target = 1;
+	int64_t first = -1;
+
+	problem_init(&p, op_find("softmax"), "64x4096", AK_F16, 3, GEN_MASKED);
+	for (int64_t r = 0; r < 64; r++) {
+		int64_t n = 0;
+
+		while (n < 4096 && dtype_load(AK_F16, p.in[0].data,
+					      r * 4096 + n) == -INFINITY)
+			n++;
+		for (int64_t c = n; c < 4096; c++)
+			prefix &= isfinite(dtype_load(AK_F16, p.in[0].data,
+						      r * 4096 + c));
+		whole |= n == 4096;
+		varied |= first >= 0 && n != first;
+		first = first < 0 ? n : first;
+	}
+	ok(prefix && !whole && varied,
+	   "masked: a -inf prefix a row, of varied length, never the row");
+	problem_release(&p);
+
+	problem_init(&q, op_find("cross_entropy"), "256x1000", AK_BF16, 3,
+		     GEN_MASKED);
+	for (int64_t r = 0; r < 256; r++) {
+		int64_t t = ((const int64_t *)q.in[1].data)[r];
+
+		target &= t >= 0 && t < 1000 && isfinite(dtype_load(
+			AK_BF16, q.in[0].data, r * 1000 + t));
+	}
+	ok(target, "masked: cross_entropy's targets are logits left unmasked");
+	problem_release(&q);
 }
 
 /* ---- bytes and flops ---- */
@@ -1126,6 +1172,7 @@ int main(void)
 	test_rng();
 	test_determinism();
 	test_stability_finite(full && *full == '1');
+	test_masked();
 	test_bytes_flops();
 	test_kernels(full && *full == '1');
 	printf("1..%d\n", n_tests);

@@ -15,7 +15,7 @@
 
 static const char *const gen_names[GEN_KINDS] = {
 	"normal", "uniform", "large", "tiny", "mixed-scale", "all-equal",
-	"all-zero",
+	"all-zero", "masked",
 };
 
 const char *gen_name(enum gen_kind g)

@@ -137,6 +137,10 @@ static double logsumexp(const void *x, enum ak_dtype t, int64_t off,
 			s *= exp_f(m - mc);
 			m = mc;
 		}
+		/* all -inf so far (masked logits): they add nothing, and
+		 * exp(-inf - -inf) would be NaN */
+		if (m == -INFINITY)
+			continue;
 		s += chunk_exp_sum(v, n, m);
 	}
 	return m + log_d(s);
