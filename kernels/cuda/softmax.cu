@@ -167,10 +167,12 @@ static __device__ __forceinline__ void online_step(const float (&f)[VEC],
 #pragma unroll
 	for (int j = 0; j < VEC; j++)
 		mn = fmaxf(mn, f[j]);
+	/* all -inf so far (a masked prefix) adds 0, not exp(-inf - -inf) */
+	const float base = mn == -INFINITY ? 0.f : mn;
 	s *= rescale(m, mn);
 #pragma unroll
 	for (int j = 0; j < VEC; j++)
-		s += expf(f[j] - mn);
+		s += expf(f[j] - base);
 	m = mn;
 }
 

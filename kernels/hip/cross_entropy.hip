@@ -121,10 +121,12 @@ row_loss(const T *__restrict__ x, const int64_t *__restrict__ target,
 #pragma unroll
 			for (int j = 0; j < VEC; j++)
 				mn = fmaxf(mn, f[u][j]);
+			/* all -inf so far (masked logits) adds 0, not NaN */
+			const float base = mn == -INFINITY ? 0.f : mn;
 			s *= rescale(m, mn);
 #pragma unroll
 			for (int j = 0; j < VEC; j++)
-				s += __expf(f[u][j] - mn);
+				s += __expf(f[u][j] - base);
 			m = mn;
 		}
 	}

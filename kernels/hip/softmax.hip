@@ -181,10 +181,12 @@ softmax_long(const T *__restrict__ x, T *__restrict__ y, int64_t R, int64_t C)
 #pragma unroll
 		for (int j = 0; j < VEC; j++)
 			mn = fmaxf(mn, f[j]);
+		/* all -inf so far (a masked prefix) adds 0, not NaN */
+		const float base = mn == -INFINITY ? 0.f : mn;
 		s *= rescale(m, mn);
 #pragma unroll
 		for (int j = 0; j < VEC; j++)
-			s += expf(f[j] - mn);
+			s += expf(f[j] - base);
 		m = mn;
 	}
 	const float mx = group_reduce(m, red, op_max());

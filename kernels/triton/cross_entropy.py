@@ -28,9 +28,11 @@ def row_loss(x_ptr, t_ptr, loss_ptr, V, BLOCK: tl.constexpr):
         x = tl.load(x_row + c, mask=c < V, other=-float("inf"))
         x = x.to(tl.float32)
         m_new = tl.maximum(m, x)
-        # a lane that has seen nothing yet keeps s = 0 (no -inf - -inf)
+        # a lane that has seen nothing yet, or only -inf (masked
+        # logits), keeps s = 0 (no -inf - -inf)
         scale = tl.where(m == -float("inf"), 0.0, tl.exp(m - m_new))
-        s = s * scale + tl.where(c < V, tl.exp(x - m_new), 0.0)
+        fresh = tl.where(m_new == -float("inf"), 0.0, tl.exp(x - m_new))
+        s = s * scale + fresh
         m = m_new
     row_max = tl.max(m, axis=0)
     lanes = tl.where(m == -float("inf"), 0.0, s * tl.exp(m - row_max))

@@ -28,8 +28,9 @@ def softmax_row(x_ptr, y_ptr, C, BLOCK: tl.constexpr, ONE_PASS: tl.constexpr):
         y = e / tl.sum(e, axis=0)
         tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
     else:
-        # C > BLOCK: every lane sees a real element in the first chunk,
-        # so m is finite from then on and no exp(-inf - -inf) arises
+        # online max and sum per lane; a lane that has seen only -inf
+        # (past the row's end, or a masked prefix) keeps s = 0: no
+        # exp(-inf - -inf)
         m = tl.full([BLOCK], -float("inf"), tl.float32)
         s = tl.zeros([BLOCK], tl.float32)
         for start in range(0, C, BLOCK):
@@ -37,7 +38,8 @@ def softmax_row(x_ptr, y_ptr, C, BLOCK: tl.constexpr, ONE_PASS: tl.constexpr):
             x = tl.load(x_row + c, mask=c < C, other=-float("inf"))
             x = x.to(tl.float32)
             m_new = tl.maximum(m, x)
-            s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
+            seen = m_new != -float("inf")
+            s = tl.where(seen, s * tl.exp(m - m_new) + tl.exp(x - m_new), 0.0)
             m = m_new
         row_max = tl.max(m, axis=0)
         inv = 1.0 / tl.sum(s * tl.exp(m - row_max), axis=0)
