@@ -110,6 +110,13 @@ test_expect_success 'a kernel that is not deterministic' '
 	grep "stage 4 (determinism)" out && grep "run 2 differs from run 1" out
 '
 
+# an online max and sum that starts on -inf takes exp(-inf - -inf): NaN
+test_expect_success 'a kernel that loses rows masked with -inf' '
+	kernel_dir masked "for (int64_t r = 0; r < rows; r++) if (isinf(x[r * cols])) y[r * cols] = NAN;" &&
+	test_expect_code 1 git autokernel verify masked/softmax >out &&
+	grep "stage 3 (stability)" out && grep "masked" out
+'
+
 test_expect_success 'a kernel that returns an error code' '
 	kernel_dir rc "return 7;" &&
 	test_expect_code 1 git autokernel verify rc/softmax >out &&
