@@ -107,10 +107,6 @@ static void shape_list(struct strbuf *sb, const struct shape *s, int n)
 
 static void add_judging(struct strbuf *sb, const struct agent_context *ctx)
 {
-	static const char *const kinds[] = {
-		NULL, NULL, "large", "tiny", "mixed-scale", "all-equal",
-		"all-zero",
-	};
 	const struct problem *p = ctx->p;
 	char shape[128];
 	int any = 0;
@@ -134,7 +130,8 @@ static void add_judging(struct strbuf *sb, const struct agent_context *ctx)
 	strbuf_addstr(sb, ");\n   3. stability:");
 	for (int g = GEN_LARGE; g < GEN_KINDS; g++)
 		if (p->op->stability & (1u << g))
-			strbuf_addf(sb, "%s %s", any++ ? "," : "", kinds[g]);
+			strbuf_addf(sb, "%s %s", any++ ? "," : "",
+				    gen_name((enum gen_kind)g));
 	if (!any)
 		strbuf_addstr(sb, " (none for this op)");
 	strbuf_addstr(sb, " inputs;\n   4. determinism: three runs must be "

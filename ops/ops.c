@@ -97,6 +97,18 @@ static double esize(enum ak_dtype dt)
 
 /* ---- input generation ---- */
 
+static const char *const gen_names[GEN_KINDS] = {
+	[GEN_NORMAL] = "normal", [GEN_UNIFORM] = "uniform",
+	[GEN_LARGE] = "large", [GEN_TINY] = "tiny",
+	[GEN_MIXED] = "mixed-scale", [GEN_EQUAL] = "all-equal",
+	[GEN_ZERO] = "all-zero", [GEN_MASKED] = "masked",
+};
+
+const char *gen_name(enum gen_kind g)
+{
+	return gen_names[g];
+}
+
 /*
  * How an op's stability transforms treat its main input: the scale of
  * GEN_LARGE and GEN_TINY, the range of GEN_MIXED's per-row scales and

@@ -59,6 +59,9 @@ enum gen_kind {
 	GEN_KINDS
 };
 
+/* Its name in verdicts and prompts: "large", "mixed-scale", "masked". */
+const char *gen_name(enum gen_kind g);
+
 struct tolerance {
 	double atol, rtol;
 };

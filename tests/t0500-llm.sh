@@ -97,7 +97,8 @@ test_expect_success 'the request carries the prompt, the model and the key' '
 	system, user = b["messages"][0]["content"], b["messages"][1]["content"]
 	assert "Reply format" in system
 	for s in ("# Task", "## The kernel ABI", "## Playbook (host)",
-		  "## History", "d < 30", "softmax/kernel.c"):
+		  "## History", "d < 30", "softmax/kernel.c",
+		  "3. stability: large, mixed-scale, all-equal, all-zero, masked inputs"):
 	    assert s in user, s
 	EOF
 '

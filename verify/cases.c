@@ -13,16 +13,6 @@
 #define REF_BUDGET 3e8
 #define MIN_SAMPLE 64
 
-static const char *const gen_names[GEN_KINDS] = {
-	"normal", "uniform", "large", "tiny", "mixed-scale", "all-equal",
-	"all-zero", "masked",
-};
-
-const char *gen_name(enum gen_kind g)
-{
-	return gen_names[g];
-}
-
 /* ---- layout ---- */
 
 size_t tensor_bytes(const struct ak_tensor *t)
@@ -150,7 +140,7 @@ static void case_make(const struct problem *p, struct vcase *c)
 	refs_make(&c->refs, p, c->s, l.in, c->seed);
 	shape_format(c->s, shape, sizeof(shape));
 	trace("cases", "%s %s %s: made in %.2f ms", shape, dtype_name(c->dt),
-	      gen_names[c->g], ms_since(t0));
+	      gen_name(c->g), ms_since(t0));
 }
 
 static void case_clear(struct vcase *c)

@@ -84,7 +84,6 @@ struct cases {
 	size_t held, budget;
 };
 
-const char *gen_name(enum gen_kind g);
 
 /* The mapping a benchmark of p at s in dt needs: tensors, check area. */
 size_t bench_mapping_size(const struct problem *p, const struct shape *s,
