@@ -32,8 +32,9 @@
 #define MAX_FLOATS 64   /* row floats a thread may hold in registers */
 
 /* Threads of a block that serves groups of G threads. */
+static __host__ __device__ constexpr int block_of_n(int G) { return G > BLOCK ? G : BLOCK; }
 template <int G>
-static __host__ __device__ constexpr int block_of() { return G > BLOCK ? G : BLOCK; }
+static __host__ __device__ constexpr int block_of() { return block_of_n(G); }
 
 static __device__ __forceinline__ float to_f32(float x) { return x; }
 static __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
@@ -273,19 +274,30 @@ softmax_long(const T *__restrict__ x, T *__restrict__ y, int64_t C)
 }
 
 /*
+ * Vectors of VEC a thread of a group of G may hold: ITEMS_MAX (a group
+ * that needs more doubles instead), but for groups of 1024, which cannot,
+ * and in any case no more than its registers allow: a block of 1024
+ * threads gets 64 registers a thread, 32 floats of row; smaller blocks
+ * 64 floats.
+ */
+static __host__ __device__ constexpr int most_items(int G, int VEC)
+{
+	return (G == 1024 || ITEMS_MAX * VEC > (block_of_n(G) >= 1024 ?
+		MAX_FLOATS / 2 : MAX_FLOATS)) ?
+		(block_of_n(G) >= 1024 ? MAX_FLOATS / 2 : MAX_FLOATS) / VEC :
+		ITEMS_MAX;
+}
+
+/*
  * Launches the register kernel for groups of G with the smallest ITEMS
- * (from ITEMS up) that holds per vectors a thread; false when none does.
- * Only groups of 1024 may hold more than ITEMS_MAX (a smaller group
- * would have been doubled instead), as many as their registers allow.
+ * (from ITEMS up to most_items()) that holds per vectors a thread; false
+ * when none does.
  */
 template <typename T, int VEC, int G, int ITEMS>
 static bool launch_regs(int64_t per, cudaStream_t st, const T *x, T *y,
 			int64_t R, int64_t C)
 {
-	/* 1024 threads get 64 registers each: 32 floats of row at most */
-	constexpr int most = G == 1024 ? MAX_FLOATS / 2 / VEC : ITEMS_MAX;
-
-	if constexpr (ITEMS <= most && ITEMS * VEC <= MAX_FLOATS) {
+	if constexpr (ITEMS <= most_items(G, VEC)) {
 		constexpr int rows = block_of<G>() / G;
 
 		if (per <= ITEMS) {
@@ -300,9 +312,12 @@ static bool launch_regs(int64_t per, cudaStream_t st, const T *x, T *y,
 
 /*
  * Rows in registers, C % VEC == 0: the smallest group (a warp up to 1024
- * threads) in which each thread holds at most ITEMS_MAX vectors, so short
- * rows (8192x1024) keep every thread busy and many loads in flight, and
- * long ones spread.  False when the row is too long for registers.
+ * threads) in which each thread holds at most most_items() vectors, so
+ * short rows (8192x1024) keep every thread busy and many loads in
+ * flight, and long ones spread.  False when the row is too long for
+ * registers.  A group of 64 to 512 was chosen because half of it needed
+ * more than most_items(), so it needs about that many: ITEMS starts there
+ * (fewer kernels to build); a group of 1024 starts from its half's.
  */
 template <typename T, int VEC>
 static bool launch_rows(cudaStream_t st, const T *x, T *y, int64_t R, int64_t C)
@@ -310,22 +325,22 @@ static bool launch_rows(cudaStream_t st, const T *x, T *y, int64_t R, int64_t C)
 	const int64_t nv = C / VEC;
 	int g = 32;
 
-	while (g < 1024 && (nv + g - 1) / g > ITEMS_MAX)
+	while (g < 1024 && (nv + g - 1) / g > most_items(g, VEC))
 		g *= 2;
 	const int64_t per = (nv + g - 1) / g;
 	switch (g) {
 	case 32:
 		return launch_regs<T, VEC, 32, 1>(per, st, x, y, R, C);
 	case 64:
-		return launch_regs<T, VEC, 64, ITEMS_MAX>(per, st, x, y, R, C);
+		return launch_regs<T, VEC, 64, most_items(64, VEC)>(per, st, x, y, R, C);
 	case 128:
-		return launch_regs<T, VEC, 128, ITEMS_MAX>(per, st, x, y, R, C);
+		return launch_regs<T, VEC, 128, most_items(128, VEC)>(per, st, x, y, R, C);
 	case 256:
-		return launch_regs<T, VEC, 256, ITEMS_MAX>(per, st, x, y, R, C);
+		return launch_regs<T, VEC, 256, most_items(256, VEC)>(per, st, x, y, R, C);
 	case 512:
-		return launch_regs<T, VEC, 512, ITEMS_MAX>(per, st, x, y, R, C);
+		return launch_regs<T, VEC, 512, most_items(512, VEC)>(per, st, x, y, R, C);
 	default:
-		return launch_regs<T, VEC, 1024, ITEMS_MAX>(per, st, x, y, R, C);
+		return launch_regs<T, VEC, 1024, most_items(512, VEC)>(per, st, x, y, R, C);
 	}
 }
 
