@@ -45,6 +45,7 @@ static __device__ __forceinline__ void load_vec(const T *p, float *f)
 	}
 }
 
+/* ---- shared: row_span (kept equal in softmax.cu, cross_entropy.cu; tests/t0023-kernel-twins.sh) ---- */
 /*
  * A row as a kernel streams it: head elements alone up to its
  * first 16-byte boundary, nv vectors of VEC, then the tail (fewer than
@@ -72,6 +73,7 @@ static __device__ __forceinline__ row_span span_of(const T *p, int64_t C)
 	}
 	return row_span{h, (C - h) / VEC, VEC};
 }
+/* ---- end shared: row_span ---- */
 
 struct op_sum { __device__ float operator()(float a, float b) const { return a + b; } };
 struct op_max { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };

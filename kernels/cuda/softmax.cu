@@ -1,15 +1,17 @@
 /*
  * softmax: y[r,:] = exp(x[r,:] - max) / sum(exp(x[r,:] - max)), f32 math.
  *
- * A group of GROUP threads owns one row; a block holds BLOCK/GROUP rows.
- * When the row fits (at most 64 floats per thread) it stays in registers,
- * so HBM is read once and written once, with 16-byte loads and stores when
- * the row length and the pointers allow it.  Max and sum are butterfly warp
- * shuffles, then a fixed-order pass over the group's warps in shared memory:
- * no atomics, so the output is bitwise deterministic.  Longer rows take a
- * streaming kernel (online max and sum, then a second read to normalize);
- * so do rows that are not 16-byte aligned (rare), which halves the number
- * of kernels and the build time.
+ * A group of threads owns one row: the smallest group, from a warp up to
+ * 1024 threads, in which each thread holds at most ITEMS_MAX 16-byte
+ * vectors, so short rows (8192x1024: a warp a row) keep every thread busy
+ * with several loads in flight and long rows spread out.  The row stays
+ * in registers, so HBM is read once and written once.  Max and sum are
+ * butterfly warp shuffles, then a fixed-order pass over the group's warps
+ * in shared memory: no atomics, so the output is bitwise deterministic.
+ * Rows too long for registers, or whose length or pointers break 16-byte
+ * alignment, take a streaming kernel, a block a row (online max and sum,
+ * then a second read to normalize), that still moves 16-byte vectors
+ * between a few lone elements at the row's ends.
  *
  * Few long rows (32x50257, 1x32000: a block a row leaves most of the
  * device idle) are split into chunks: each block of a row finds its
@@ -24,10 +26,15 @@
 #include <stdint.h>
 #include "autokernel.h"
 
-#define BLOCK 256  /* autokernel: tune 128,256,512,1024 */
-#define GROUP 256  /* autokernel: tune 32,64,128,256,512,1024 if GROUP <= BLOCK */
+#define BLOCK 256       /* autokernel: tune 128,256,512,1024 */
+#define ITEMS_MAX 4     /* autokernel: tune 2,4,8 */
 
 #define MAX_FLOATS 64   /* row floats a thread may hold in registers */
+
+/* Threads of a block that serves groups of G threads. */
+static __host__ __device__ constexpr int block_of_n(int G) { return G > BLOCK ? G : BLOCK; }
+template <int G>
+static __host__ __device__ constexpr int block_of() { return block_of_n(G); }
 
 static __device__ __forceinline__ float to_f32(float x) { return x; }
 static __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
@@ -71,22 +78,53 @@ static __device__ __forceinline__ void store_vec(T *p, const float *f)
 	}
 }
 
+/* ---- shared: row_span (kept equal in softmax.cu, cross_entropy.cu; tests/t0023-kernel-twins.sh) ---- */
+/*
+ * A row as a kernel streams it: head elements alone up to its
+ * first 16-byte boundary, nv vectors of VEC, then the tail (fewer than
+ * VEC, alone).  So a row of odd length (GPT-2's 50257) still moves in
+ * 16-byte accesses.  Lone element e (of C - nv * VEC) is at edge(e).
+ */
+struct row_span {
+	int64_t head, nv, vec;
+
+	__device__ int64_t edge(int64_t e) const
+	{
+		return e < head ? e : head + nv * vec + (e - head);
+	}
+};
+
+template <typename T, int VEC>
+static __device__ __forceinline__ row_span span_of(const T *p, int64_t C)
+{
+	int64_t h = 0;
+
+	if constexpr (VEC > 1) {
+		h = (int64_t)((16 - ((uintptr_t)p & 15)) & 15) / (int64_t)sizeof(T);
+		if (h > C)
+			h = C;
+	}
+	return row_span{h, (C - h) / VEC, VEC};
+}
+/* ---- end shared: row_span ---- */
+
 struct op_sum { __device__ float operator()(float a, float b) const { return a + b; } };
 struct op_max { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };
 
 /*
- * Reduces v over the GROUP consecutive threads of a row; every thread of the
+ * Reduces v over the G consecutive threads of a row; every thread of the
  * group gets the same bits.  All threads of the block must call it.
  */
-template <class Op>
-static __device__ __forceinline__ float group_reduce(float v, float *red, Op op)
+template <int G, class Op>
+static __device__ __forceinline__ float group_reduce(float v, Op op)
 {
-	constexpr int W = GROUP < 32 ? GROUP : 32;
+	constexpr int W = G < 32 ? G : 32;
 #pragma unroll
 	for (int o = W / 2; o > 0; o /= 2)
 		v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-	if constexpr (GROUP > 32) {
-		constexpr int NW = GROUP / 32;
+	if constexpr (G > 32) {
+		__shared__ float red[block_of<G>() / 32];
+		constexpr int NW = G / 32;
 		const int warp = threadIdx.x / 32, first = warp / NW * NW;
 		__syncthreads();        /* red may still be read by a previous call */
 		if (threadIdx.x % 32 == 0)
@@ -106,14 +144,13 @@ static __device__ __forceinline__ float rescale(float m_old, float m_new)
 	return m_old == -INFINITY ? 0.f : expf(m_old - m_new);
 }
 
-/* Row in registers: ITEMS vectors of VEC elements per thread. */
-template <typename T, int VEC, int ITEMS>
-__global__ void __launch_bounds__(BLOCK)
+/* Row in registers: groups of G threads, ITEMS vectors of VEC each. */
+template <typename T, int VEC, int ITEMS, int G>
+__global__ void __launch_bounds__(block_of<G>())
 softmax_regs(const T *__restrict__ x, T *__restrict__ y, int64_t R, int64_t C)
 {
-	__shared__ float red[BLOCK / 32];
-	const int64_t row = (int64_t)blockIdx.x * (BLOCK / GROUP) + threadIdx.x / GROUP;
-	const int t = threadIdx.x % GROUP;
+	const int64_t row = (int64_t)blockIdx.x * (block_of<G>() / G) + threadIdx.x / G;
+	const int t = threadIdx.x % G;
 	const bool live = row < R;
 	const int64_t nv = C / VEC, off = (live ? row : 0) * C;
 	float v[ITEMS][VEC];
@@ -121,7 +158,7 @@ softmax_regs(const T *__restrict__ x, T *__restrict__ y, int64_t R, int64_t C)
 
 #pragma unroll
 	for (int k = 0; k < ITEMS; k++) {
-		const int64_t i = (int64_t)k * GROUP + t;
+		const int64_t i = (int64_t)k * G + t;
 		if (live && i < nv) {
 			load_vec<T, VEC>(x + off + i * VEC, v[k]);
 		} else {
@@ -133,7 +170,7 @@ softmax_regs(const T *__restrict__ x, T *__restrict__ y, int64_t R, int64_t C)
 		for (int j = 0; j < VEC; j++)
 			m = fmaxf(m, v[k][j]);
 	}
-	m = group_reduce(m, red, op_max());
+	m = group_reduce<G>(m, op_max());
 
 	float s = 0.f;
 #pragma unroll
@@ -144,11 +181,11 @@ softmax_regs(const T *__restrict__ x, T *__restrict__ y, int64_t R, int64_t C)
 			s += v[k][j];
 		}
 	}
-	const float inv = 1.f / group_reduce(s, red, op_sum());
+	const float inv = 1.f / group_reduce<G>(s, op_sum());
 
 #pragma unroll
 	for (int k = 0; k < ITEMS; k++) {
-		const int64_t i = (int64_t)k * GROUP + t;
+		const int64_t i = (int64_t)k * G + t;
 #pragma unroll
 		for (int j = 0; j < VEC; j++)
 			v[k][j] *= inv;
@@ -176,67 +213,146 @@ static __device__ __forceinline__ void online_step(const float (&f)[VEC],
 	m = mn;
 }
 
-/* Rows too long for registers: online max/sum pass, then normalize pass. */
+/*
+ * The online max and sum (m, s) over vectors [lo, hi) of xr's span sp,
+ * taken by thread t of n, and over its lone elements too where edges.
+ */
 template <typename T, int VEC>
-__global__ void __launch_bounds__(BLOCK)
-softmax_long(const T *__restrict__ x, T *__restrict__ y, int64_t R, int64_t C)
+static __device__ __forceinline__ void span_stats(const T *xr, int64_t C,
+		row_span sp, int64_t lo, int64_t hi, int t, int n, bool edges,
+		float &m, float &s)
 {
-	__shared__ float red[BLOCK / 32];
-	const int64_t row = (int64_t)blockIdx.x * (BLOCK / GROUP) + threadIdx.x / GROUP;
-	const int t = threadIdx.x % GROUP;
-	const bool live = row < R;
-	const int64_t nv = live ? C / VEC : 0, off = (live ? row : 0) * C;
-	float m = -INFINITY, s = 0.f, f[VEC];
+	float f[VEC];
 
-	for (int64_t i = t; i < nv; i += GROUP) {
-		load_vec<T, VEC>(x + off + i * VEC, f);
+	for (int64_t i = lo + t; i < hi; i += n) {
+		load_vec<T, VEC>(xr + sp.head + i * VEC, f);
 		online_step<VEC>(f, m, s);
 	}
-	const float mx = group_reduce(m, red, op_max());
-	s *= rescale(m, mx);
-	const float inv = 1.f / group_reduce(s, red, op_sum());
-
-	for (int64_t i = t; i < nv; i += GROUP) {
-		load_vec<T, VEC>(x + off + i * VEC, f);
-#pragma unroll
-		for (int j = 0; j < VEC; j++)
-			f[j] = expf(f[j] - mx) * inv;
-		store_vec<T, VEC>(y + off + i * VEC, f);
+	for (int64_t e = t; edges && e < C - sp.nv * VEC; e += n) {
+		const float f1[1] = { to_f32(xr[sp.edge(e)]) };
+		online_step<1>(f1, m, s);
 	}
 }
 
-/* Launches the register kernel with the smallest ITEMS that holds the row. */
-template <typename T, int VEC, int ITEMS>
-static bool launch_regs(int64_t per, int64_t grid, cudaStream_t st,
-			const T *x, T *y, int64_t R, int64_t C)
+/* yr = exp(xr - mx) * inv over the same elements as span_stats(). */
+template <typename T, int VEC>
+static __device__ __forceinline__ void span_write(const T *xr, T *yr,
+		int64_t C, row_span sp, int64_t lo, int64_t hi, int t, int n,
+		bool edges, float mx, float inv)
 {
-	if constexpr (ITEMS * VEC <= MAX_FLOATS) {
+	float f[VEC];
+
+	for (int64_t i = lo + t; i < hi; i += n) {
+		load_vec<T, VEC>(xr + sp.head + i * VEC, f);
+#pragma unroll
+		for (int j = 0; j < VEC; j++)
+			f[j] = expf(f[j] - mx) * inv;
+		store_vec<T, VEC>(yr + sp.head + i * VEC, f);
+	}
+	for (int64_t e = t; edges && e < C - sp.nv * VEC; e += n) {
+		const int64_t k = sp.edge(e);
+		yr[k] = from_f32<T>(expf(to_f32(xr[k]) - mx) * inv);
+	}
+}
+
+/* Rows too long for registers, or not 16-byte aligned: a block a row, an
+ * online max/sum pass, then a normalize pass (its x mostly from L2). */
+template <typename T, int VEC>
+__global__ void __launch_bounds__(BLOCK)
+softmax_long(const T *__restrict__ x, T *__restrict__ y, int64_t C)
+{
+	const T *xr = x + (int64_t)blockIdx.x * C;
+	const row_span sp = span_of<T, VEC>(xr, C);
+	float m = -INFINITY, s = 0.f;
+
+	span_stats<T, VEC>(xr, C, sp, 0, sp.nv, threadIdx.x, BLOCK, true, m, s);
+	const float mx = group_reduce<BLOCK>(m, op_max());
+	s *= rescale(m, mx);
+	const float inv = 1.f / group_reduce<BLOCK>(s, op_sum());
+	span_write<T, VEC>(xr, y + (int64_t)blockIdx.x * C, C, sp, 0, sp.nv,
+			   threadIdx.x, BLOCK, true, mx, inv);
+}
+
+/*
+ * Vectors of VEC a thread of a group of G may hold: ITEMS_MAX (a group
+ * that needs more doubles instead), but for groups of 1024, which cannot,
+ * and in any case no more than its registers allow: a block of 1024
+ * threads gets 64 registers a thread, 32 floats of row; smaller blocks
+ * 64 floats.
+ */
+static __host__ __device__ constexpr int most_items(int G, int VEC)
+{
+	return (G == 1024 || ITEMS_MAX * VEC > (block_of_n(G) >= 1024 ?
+		MAX_FLOATS / 2 : MAX_FLOATS)) ?
+		(block_of_n(G) >= 1024 ? MAX_FLOATS / 2 : MAX_FLOATS) / VEC :
+		ITEMS_MAX;
+}
+
+/*
+ * Launches the register kernel for groups of G with the smallest ITEMS
+ * (from ITEMS up to most_items()) that holds per vectors a thread; false
+ * when none does.
+ */
+template <typename T, int VEC, int G, int ITEMS>
+static bool launch_regs(int64_t per, cudaStream_t st, const T *x, T *y,
+			int64_t R, int64_t C)
+{
+	if constexpr (ITEMS <= most_items(G, VEC)) {
+		constexpr int rows = block_of<G>() / G;
+
 		if (per <= ITEMS) {
-			softmax_regs<T, VEC, ITEMS><<<grid, BLOCK, 0, st>>>(x, y, R, C);
+			softmax_regs<T, VEC, ITEMS, G>
+				<<<(R + rows - 1) / rows, block_of<G>(), 0, st>>>(x, y, R, C);
 			return true;
 		}
-		return launch_regs<T, VEC, ITEMS * 2>(per, grid, st, x, y, R, C);
+		return launch_regs<T, VEC, G, ITEMS * 2>(per, st, x, y, R, C);
 	}
 	return false;
 }
 
+/*
+ * Rows in registers, C % VEC == 0: the smallest group (a warp up to 1024
+ * threads) in which each thread holds at most most_items() vectors, so
+ * short rows (8192x1024) keep every thread busy and many loads in
+ * flight, and long ones spread.  False when the row is too long for
+ * registers.  A group of 64 to 512 was chosen because half of it needed
+ * more than most_items(), so it needs about that many: ITEMS starts there
+ * (fewer kernels to build); a group of 1024 starts from its half's.
+ */
 template <typename T, int VEC>
-static void launch(int64_t grid, cudaStream_t st, const T *x, T *y,
-		   int64_t R, int64_t C)
+static bool launch_rows(cudaStream_t st, const T *x, T *y, int64_t R, int64_t C)
 {
-	const int64_t per = (C / VEC + GROUP - 1) / GROUP;
+	const int64_t nv = C / VEC;
+	int g = 32;
 
-	/* Unaligned rows (VEC 1) are rare: they stream, which keeps the
-	 * number of kernels, and the build time, small. */
-	if constexpr (VEC > 1)
-		if (launch_regs<T, VEC, 1>(per, grid, st, x, y, R, C))
-			return;
-	softmax_long<T, VEC><<<grid, BLOCK, 0, st>>>(x, y, R, C);
+	while (g < 1024 && (nv + g - 1) / g > most_items(g, VEC))
+		g *= 2;
+	const int64_t per = (nv + g - 1) / g;
+	switch (g) {
+	case 32:
+		return launch_regs<T, VEC, 32, 1>(per, st, x, y, R, C);
+	case 64:
+		return launch_regs<T, VEC, 64, most_items(64, VEC)>(per, st, x, y, R, C);
+	case 128:
+		return launch_regs<T, VEC, 128, most_items(128, VEC)>(per, st, x, y, R, C);
+	case 256:
+		return launch_regs<T, VEC, 256, most_items(256, VEC)>(per, st, x, y, R, C);
+	case 512:
+		return launch_regs<T, VEC, 512, most_items(512, VEC)>(per, st, x, y, R, C);
+	default:
+		return launch_regs<T, VEC, 1024, most_items(512, VEC)>(per, st, x, y, R, C);
+	}
 }
 
 static bool aligned16(const void *p)
 {
 	return ((uintptr_t)p & 15) == 0;
+}
+
+/* x and y equally far from a 16-byte boundary: their rows' spans match. */
+static bool same_phase(const void *x, const void *y)
+{
+	return (((uintptr_t)x - (uintptr_t)y) & 15) == 0;
 }
 
 /* ---- few long rows: chunks ---- */
@@ -270,88 +386,72 @@ static int64_t chunks(int64_t R, int64_t C)
 	return s > 1 ? s : 1;
 }
 
-/* v reduced over the whole block, the same bits in every thread. */
-template <class Op>
-static __device__ __forceinline__ float block_reduce(float v, float *red, Op op)
+/* Row r's span: its own where the rows are ODD (not all 16-byte aligned),
+ * else all vectors, so aligned rows run the loop alone. */
+template <typename T, int VEC, bool ODD>
+static __device__ __forceinline__ row_span chunk_span(const T *xr, int64_t C)
 {
-#pragma unroll
-	for (int o = 16; o > 0; o /= 2)
-		v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-	__syncthreads();
-	if (threadIdx.x % 32 == 0)
-		red[threadIdx.x / 32] = v;
-	__syncthreads();
-	v = red[0];
-#pragma unroll
-	for (int i = 1; i < BLOCK / 32; i++)
-		v = op(v, red[i]);
-	return v;
+	if constexpr (ODD)
+		return span_of<T, VEC>(xr, C);
+	return row_span{0, C / VEC, VEC};
 }
 
-/* Block (s, r): the max and the sum of exp(x - max) of chunk s of row r,
- * into part[2 * (r * S + s)]. */
-template <typename T, int VEC>
+/* Block (c, r): the max and the sum of exp(x - max) of chunk c of row r
+ * (vectors [c * per, c * per + per) of its span; chunk 0 also takes the
+ * lone elements), into part[2 * (r * S + c)]. */
+template <typename T, int VEC, bool ODD>
 __global__ void __launch_bounds__(BLOCK)
 softmax_chunk_stats(const T *__restrict__ x, float *__restrict__ part,
 		    int64_t C, int64_t per)
 {
-	__shared__ float red[BLOCK / 32];
 	const int64_t r = blockIdx.y, c = blockIdx.x, S = gridDim.x;
-	const int64_t nv = C / VEC, lo = c * per;
-	const int64_t hi = lo + per < nv ? lo + per : nv;
 	const T *xr = x + r * C;
-	float m = -INFINITY, sum = 0.f, f[VEC];
+	const row_span sp = chunk_span<T, VEC, ODD>(xr, C);
+	const int64_t lo = c * per, hi = lo + per < sp.nv ? lo + per : sp.nv;
+	float m = -INFINITY, sum = 0.f;
 
-	for (int64_t i = lo + threadIdx.x; i < hi; i += BLOCK) {
-		load_vec<T, VEC>(xr + i * VEC, f);
-		online_step<VEC>(f, m, sum);
-	}
-	const float mx = block_reduce(m, red, op_max());
-	sum = block_reduce(sum * rescale(m, mx), red, op_sum());
+	span_stats<T, VEC>(xr, C, sp, lo, hi, threadIdx.x, BLOCK, ODD && c == 0,
+			   m, sum);
+	const float mx = group_reduce<BLOCK>(m, op_max());
+	sum = group_reduce<BLOCK>(sum * rescale(m, mx), op_sum());
 	if (threadIdx.x == 0) {
 		part[2 * (r * S + c)] = mx;
 		part[2 * (r * S + c) + 1] = sum;
 	}
 }
 
-/* Block (s, r): row r's max and sum from its partials, then chunk s. */
-template <typename T, int VEC>
+/* Block (c, r): row r's max and sum from its partials, then chunk c. */
+template <typename T, int VEC, bool ODD>
 __global__ void __launch_bounds__(BLOCK)
 softmax_chunk_write(const T *__restrict__ x, T *__restrict__ y,
 		    const float *__restrict__ part, int64_t C, int64_t per)
 {
-	__shared__ float red[BLOCK / 32];
 	const int64_t r = blockIdx.y, c = blockIdx.x, S = gridDim.x;
-	const int64_t nv = C / VEC, lo = c * per;
-	const int64_t hi = lo + per < nv ? lo + per : nv;
+	const T *xr = x + r * C;
+	const row_span sp = chunk_span<T, VEC, ODD>(xr, C);
+	const int64_t lo = c * per, hi = lo + per < sp.nv ? lo + per : sp.nv;
 	const float *pr = part + 2 * r * S;
-	float m = -INFINITY, sum = 0.f, f[VEC];
+	float m = -INFINITY, sum = 0.f;
 
 	for (int64_t k = threadIdx.x; k < S; k += BLOCK)
 		m = fmaxf(m, pr[2 * k]);
-	const float mx = block_reduce(m, red, op_max());
+	const float mx = group_reduce<BLOCK>(m, op_max());
 	for (int64_t k = threadIdx.x; k < S; k += BLOCK)
 		sum += pr[2 * k + 1] * rescale(pr[2 * k], mx);
-	const float inv = 1.f / block_reduce(sum, red, op_sum());
-
-	for (int64_t i = lo + threadIdx.x; i < hi; i += BLOCK) {
-		load_vec<T, VEC>(x + r * C + i * VEC, f);
-#pragma unroll
-		for (int j = 0; j < VEC; j++)
-			f[j] = expf(f[j] - mx) * inv;
-		store_vec<T, VEC>(y + r * C + i * VEC, f);
-	}
+	const float inv = 1.f / group_reduce<BLOCK>(sum, op_sum());
+	span_write<T, VEC>(xr, y + r * C, C, sp, lo, hi, threadIdx.x, BLOCK,
+			   ODD && c == 0, mx, inv);
 }
 
-template <typename T, int VEC>
+template <typename T, int VEC, bool ODD>
 static void launch_split(const T *x, T *y, float *part, int64_t R, int64_t C,
 			 int64_t S, cudaStream_t st)
 {
 	const int64_t per = (C / VEC + S - 1) / S;
 	const dim3 grid((unsigned)S, (unsigned)R);
 
-	softmax_chunk_stats<T, VEC><<<grid, BLOCK, 0, st>>>(x, part, C, per);
-	softmax_chunk_write<T, VEC><<<grid, BLOCK, 0, st>>>(x, y, part, C, per);
+	softmax_chunk_stats<T, VEC, ODD><<<grid, BLOCK, 0, st>>>(x, part, C, per);
+	softmax_chunk_write<T, VEC, ODD><<<grid, BLOCK, 0, st>>>(x, y, part, C, per);
 }
 
 static int64_t row_len(const struct ak_args *a)
@@ -369,6 +469,12 @@ extern "C" size_t ak_workspace_size(const struct ak_args *a)
 	return S > 1 ? (size_t)(2 * R * S) * sizeof(float) : 0;
 }
 
+/*
+ * Few long rows split into chunks; rows in registers where they fit and
+ * are aligned; else a block a row, streaming.  Rows of any length move
+ * in 16-byte accesses where x and y are as far from a 16-byte boundary;
+ * only where they are not (rare) does it go element by element.
+ */
 template <typename T>
 static int run(const struct ak_args *a)
 {
@@ -379,7 +485,8 @@ static int run(const struct ak_args *a)
 	T *y = (T *)a->out[0].data;
 	cudaStream_t st = (cudaStream_t)a->stream;
 	constexpr int V = 16 / sizeof(T);
-	const int64_t grid = (R + BLOCK / GROUP - 1) / (BLOCK / GROUP);
+	const bool vec = same_phase(x, y);
+	const bool aligned = C % V == 0 && aligned16(x) && aligned16(y);
 
 	if (R == 0)
 		return 0;
@@ -388,14 +495,18 @@ static int run(const struct ak_args *a)
 	    a->workspace_size >= (size_t)(2 * R * S) * sizeof(float)) {
 		float *part = (float *)a->workspace;
 
-		if (C % V == 0 && aligned16(x) && aligned16(y))
-			launch_split<T, V>(x, y, part, R, C, S, st);
+		if (aligned)
+			launch_split<T, V, false>(x, y, part, R, C, S, st);
+		else if (vec)
+			launch_split<T, V, true>(x, y, part, R, C, S, st);
 		else
-			launch_split<T, 1>(x, y, part, R, C, S, st);
-	} else if (C % V == 0 && aligned16(x) && aligned16(y))
-		launch<T, V>(grid, st, x, y, R, C);
+			launch_split<T, 1, false>(x, y, part, R, C, S, st);
+	} else if (aligned && launch_rows<T, V>(st, x, y, R, C)) {
+		/* launched */
+	} else if (vec)
+		softmax_long<T, V><<<(unsigned)R, BLOCK, 0, st>>>(x, y, C);
 	else
-		launch<T, 1>(grid, st, x, y, R, C);
+		softmax_long<T, 1><<<(unsigned)R, BLOCK, 0, st>>>(x, y, C);
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
