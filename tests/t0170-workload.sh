@@ -35,7 +35,11 @@ EOF2
 	} >"$3"
 }
 shaped 12 3 base.c          # 4x at the big shape, 1x at the small one
-shaped 3 4 cand.c           # 1x at the big shape, 1.33x at the small one
+# Slower at the small shape by 3x, far beyond any noise of a busy 2-core
+# machine (1.4x once read as within it, noise 204 us at 625 us), for the
+# verdicts that must reject it; by 1.33x for those that allow 100%.
+shaped 3 9 cand.c           # 1x at the big shape, 3x at the small one
+shaped 3 4 cand13.c         # 1x at the big shape, 1.33x at the small one
 
 test_setup 'a branch with a two-shape workload' '
 	new_repo repo && cd repo &&
@@ -95,8 +99,8 @@ test_expect_success 'without the early stop the verdicts are the same' '
 	python3 -c "import json; n = json.load(open(\"../note\")); \
 		assert not any(s[\"checked\"][\"settled\"] for s in \
 			n[\"workload\"][\"shapes\"]), n" &&
-	git config autokernel.maxShapeRegression 50 &&
-	cp ../cand.c softmax/kernel.c &&
+	git config autokernel.maxShapeRegression 100 &&
+	cp ../cand13.c softmax/kernel.c &&
 	git -c autokernel.rejudge=true commit -q -am "kept, every call timed" \
 		2>../err && grep "verdict: keep" ../err &&
 	git reset -q --hard HEAD~1 &&
@@ -104,11 +108,11 @@ test_expect_success 'without the early stop the verdicts are the same' '
 	git config --unset autokernel.earlyStop
 '
 
-# 1.33x slower at 2048x64 is within the 50% allowed: that shape cannot
+# 1.33x slower at 2048x64 is within the 100% allowed: that shape cannot
 # end early as slower, it is timed until its budget is spent.
-test_expect_success 'with autokernel.maxShapeRegression=50 it is kept' '
-	cd repo && git config autokernel.maxShapeRegression 50 &&
-	cp ../cand.c softmax/kernel.c &&
+test_expect_success 'with autokernel.maxShapeRegression=100 it is kept' '
+	cd repo && git config autokernel.maxShapeRegression 100 &&
+	cp ../cand13.c softmax/kernel.c &&
 	git -c autokernel.rejudge=true commit -q -am "faster where it counts" 2>../err &&
 	grep "verdict: keep" ../err &&
 	git notes --ref=autokernel show HEAD >../note &&
