@@ -4,21 +4,22 @@
  *
  * f16/bf16, D in {64,128}, on Hopper (sm_90a): FlashAttention with wgmma.
  * A block of NWG warpgroups (128 threads each; NWG128 at D 128) owns
- * 64*NWG query rows of one (b,h), 64 per warpgroup, and walks the key tiles of BKV keys up to the
- * diagonal.  Q, K and V tiles are copied by cp.async straight into the
- * 128-byte-swizzled layout that wgmma reads through shared-memory
- * descriptors (no ldmatrix, no bank conflicts); K/V are double-buffered so
- * the next tile loads while this one is used.  Per tile a warpgroup issues
- * S = Q K^T as D/16 wgmma m64nBKVk16 (both operands from shared memory),
- * does the online softmax on the accumulators (exp2 with the scale folded
- * in, the causal mask only on the diagonal tile), and issues O += P V as
- * BKV/16 wgmma m64nDk16 with P taken from registers (the accumulator layout
- * is the A-fragment layout) and V read transposed by the descriptor.  One
- * wgmma moves 64xBKV of work, against 16x8 for mma.sync, and its operands
- * never pass through registers: the tensor cores stay busy while the other
- * warpgroups of the SM do their softmax.  S never touches memory; q, k, v
- * are read once per query block, o written once.  Blocks go longest-first
- * (last query block first) for causal load balance.
+ * 64*NWG query rows of one (b,h), 64 per warpgroup, and walks the key
+ * tiles of BKV keys up to the diagonal.  Q, K and V tiles are copied by
+ * cp.async straight into the 128-byte-swizzled layout that wgmma reads
+ * through shared-memory descriptors (no ldmatrix, no bank conflicts); K/V
+ * are double-buffered so the next tile loads while this one is used.  Per
+ * tile a warpgroup issues S = Q K^T as D/16 wgmma m64nBKVk16 (both
+ * operands from shared memory), does the online softmax on the
+ * accumulators (exp2 with the scale folded in, the causal mask only on the
+ * diagonal tile), and issues O += P V as BKV/16 wgmma m64nDk16 with P
+ * taken from registers (the accumulator layout is the A-fragment layout)
+ * and V read transposed by the descriptor.  One wgmma moves 64xBKV of
+ * work, against 16x8 for mma.sync, and its operands never pass through
+ * registers: the tensor cores stay busy while the other warpgroups of the
+ * SM do their softmax.  S never touches memory; q, k, v are read once per
+ * query block, o written once.  Blocks go longest-first (last query block
+ * first) for causal load balance.
  *
  * Other f16/bf16 D in {16,32} (or no sm_90a, or unaligned data): the
  * FlashAttention-2 kernel on mma.sync m16n8k16 (16 query rows per warp).
@@ -255,9 +256,8 @@ static __device__ __forceinline__ void load_sw128(unsigned char *dst,
 
 #define NSTAGE 2
 
-/* W warpgroups a block: NWG for D 64, NWG128 for D 128 (one warpgroup a
- * block lets two blocks share an SM without the lockstep of one block's
- * __syncthreads, so one's softmax can run under the other's wgmma) */
+/* W warpgroups a block: NWG for D 64, NWG128 for D 128, tuned apart (on
+ * an H100, 3 at D 128 beat 2; 1, two blocks an SM, was slower at S 512) */
 template <int D> constexpr int wgs(void) { return D == 128 ? NWG128 : NWG; }
 
 template <typename T, int D, int W = wgs<D>()>

@@ -282,10 +282,9 @@ softmax_long(const T *__restrict__ x, T *__restrict__ y, int64_t C)
  */
 static __host__ __device__ constexpr int most_items(int G, int VEC)
 {
-	return (G == 1024 || ITEMS_MAX * VEC > (block_of_n(G) >= 1024 ?
-		MAX_FLOATS / 2 : MAX_FLOATS)) ?
-		(block_of_n(G) >= 1024 ? MAX_FLOATS / 2 : MAX_FLOATS) / VEC :
-		ITEMS_MAX;
+	const int cap = (block_of_n(G) >= 1024 ? MAX_FLOATS / 2 : MAX_FLOATS) / VEC;
+
+	return G == 1024 || ITEMS_MAX > cap ? cap : ITEMS_MAX;
 }
 
 /*
