@@ -11,8 +11,10 @@
 # one is reset and kept as an attempt ref), then lets the tuner run N
 # experiments on what was kept (or as many as fit in DURATION: 90s, 2m).
 # With -s, the branch's workload is those shapes, equal weights (start
-# --shape S:1 each), so a candidate is kept only if it is faster over
-# the list and slower at none of its shapes.  Writes to OUTDIR (default ./judge-<op>):
+# --shape S:1 each) unless a shape says its own (S:W), so a candidate is
+# kept only if it is faster over the list and slower at none of its
+# shapes.  Weights of 1/(each shape's time) make each shape count by its
+# relative change, where equal weights let the longest shape decide.  Writes to OUTDIR (default ./judge-<op>):
 #   report.md, report.svg   git autokernel report of the branch
 #   log.txt                 git autokernel log --attempts, and each commit's
 #                           hook output
@@ -80,7 +82,10 @@ done
 
 cd "$repo" && git checkout -q main || exit 1
 workload=
-for s in $shapes; do workload="$workload --shape $s:1"; done
+for s in $shapes; do
+	case $s in *:*) ;; *) s=$s:1 ;; esac
+	workload="$workload --shape $s"
+done
 say "== start $op --backend $backend${first:+ --from $first}$workload"
 # shellcheck disable=SC2086
 if ! git autokernel start "$op" --backend "$backend" ${first:+--from "$first"} \

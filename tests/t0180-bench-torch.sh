@@ -42,6 +42,14 @@ test_expect_success 'torch.compile is not timed on the fake device, said once' '
 	! grep "PyTorch compile" out
 '
 
+test_expect_success 'AUTOKERNEL_TORCH_COMPILE=0 leaves torch.compile out, and says so' '
+	(cd repo && AUTOKERNEL_TORCH_COMPILE=0 git autokernel bench --torch \
+		>../nc 2>../err) &&
+	grep "^bench: no torch.compile column: AUTOKERNEL_TORCH_COMPILE=0 in the environment" err &&
+	torch_rows nc >us && test -s us &&
+	! grep "PyTorch compile" nc
+'
+
 test_expect_success 'bench --torch --all-shapes: PyTorch at the test shapes too' '
 	(cd repo && git autokernel bench --torch --all-shapes >../all 2>../err) &&
 	grep -c "^[0-9x]* f32: floor" all >blocks &&

@@ -94,7 +94,11 @@ int runner_command(struct strvec *args, struct strvec *env,
 			     getenv("PYTHONPATH") ? ":" : "",
 			     getenv("PYTHONPATH") ? getenv("PYTHONPATH") : "");
 	if (strcmp(backend, "triton")) {
+		const char *nc = getenv("AUTOKERNEL_TORCH_COMPILE");
+
 		strvec_push(env, "AK_RUNNER_REFERENCE=1");
+		if (nc)
+			strvec_pushf(env, "AUTOKERNEL_TORCH_COMPILE=%s", nc);
 		strvec_pushf(env, "TORCHINDUCTOR_CACHE_DIR=%s",
 			     inductor_cache_dir());
 	}

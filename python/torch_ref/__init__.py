@@ -33,7 +33,11 @@ def version():
 
 def compile_unavailable():
     """Why torch.compile is not timed here, or None where it is: torch 2
-    on a CUDA device, with Triton (Inductor's code generator)."""
+    on a CUDA device, with Triton (Inductor's code generator), unless
+    AUTOKERNEL_TORCH_COMPILE=0 says to leave it out (its first call at each
+    shape and dtype compiles a graph: minutes over a long list of shapes)."""
+    if os.environ.get("AUTOKERNEL_TORCH_COMPILE", "1") == "0":
+        return "AUTOKERNEL_TORCH_COMPILE=0 in the environment"
     if not hasattr(torch, "compile"):
         return "torch %s has no torch.compile (torch 2.0 and later)" % \
             torch.__version__
