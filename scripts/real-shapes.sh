@@ -70,8 +70,9 @@ test $# -gt 0 || set -- reduce softmax layernorm rmsnorm rotary_embedding \
 for op; do
 	shapes "$op" >/dev/null || { echo "unknown op '$op'" >&2; exit 2; }
 done
-# JOBS at a time: their builds and stages overlap, their benchmarks
-# take the device in turn (the device lock in the user's cache).  They
+# JOBS at a time (the next starts as soon as one ends): their builds
+# and stages overlap, their benchmarks take the device in turn (the
+# device lock in the user's cache).  They
 # share the cores as run --workers shares them: cores/JOBS threads for
 # each judge's checks, asleep while they wait.
 if test "$jobs" -gt 1; then
@@ -81,13 +82,11 @@ if test "$jobs" -gt 1; then
 	export AUTOKERNEL_THREADS=${AUTOKERNEL_THREADS:-$share}
 	export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 fi
-n=0
-for op; do
-	run_op "$op" &
-	n=$((n + 1))
-	if test "$n" -ge "$jobs"; then
-		wait
-		n=0
-	fi
-done
-wait
+# One op alone (how the line below runs each): its own process, so that
+# JOBS slots stay full whatever each op takes.
+if test -n "${REAL_SHAPES_ONE:-}"; then
+	run_op "$1"
+	exit
+fi
+printf '%s\n' "$@" |
+	REAL_SHAPES_ONE=1 xargs -P "$jobs" -I{} sh "$0" "$out" {}
