@@ -483,7 +483,7 @@ static const struct op op_matmul = {
 	.smoke_shape = "16x16x16",
 	.test_shapes = { "64x64x64", "256x256x256", "512x512x512",
 			 "128x1024x512", "1024x128x256", "32x2048x256",
-			 NULL },
+			 "1280x2048x64", NULL },
 	.edge_shapes = { "1x1x1", "3x7x5", "17x33x65", "127x129x63",
 			 "1x1000x17", "257x1x300", "33x64x1", "100x3x1000",
 			 NULL },

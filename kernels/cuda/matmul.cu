@@ -29,6 +29,8 @@
  *     either (doc/results/h200/matmul.md).
  *   - Epilogue: accumulators -> the input dtype -> a padded shared-memory
  *     tile (conflict-free) -> 16-byte coalesced global stores inside C.
+ *   - Where 128 x 256 tiles would fill at most half the SMs (1000^3: 32),
+ *     the same kernel runs 128 x 128 tiles (m64n128k16; NARROW 1).
  * TMA needs 16-byte aligned rows, so this path takes K % 8 == 0 and
  * N % 8 == 0.  Other f16/bf16 shapes take an mma.sync m16n8k16 kernel:
  * 8 warps on a 128 x 128 tile, ldmatrix (.trans for B) from rows padded by
@@ -61,17 +63,19 @@
 #define STAGES 4    /* autokernel: tune 3,4 */
 #define CLUSTER 1   /* autokernel: tune 1,2 */
 #define SKINNY 1    /* autokernel: tune 0,1 */
+#define NARROW 1    /* autokernel: tune 0,1 */
 
 #define BN 256                          /* tile columns (one m64n256k16 per k16) */
+#define BN_NARROW 128                   /* where 256-column tiles leave SMs idle */
 #define BM 128                          /* two consumer warpgroups x 64 rows */
 #define BK 64                           /* one 128-byte swizzle row of 16-bit elements */
 #define A_BYTES (BM * BK * 2)           /* 16 KB */
-#define B_BYTES (BK * BN * 2)
-#define STAGE_BYTES (A_BYTES + B_BYTES)
-#define EPI_PITCH (BN * 2 + 16)         /* epilogue staging row, bytes */
-#define WG_SMEM (STAGES * STAGE_BYTES + 1024 + 16 * STAGES)
+/* shared memory of a block with TN-column tiles: the stages, 1 KB of
+ * alignment, the mbarriers; its epilogue stages rows of TN * 2 + 16 bytes */
+#define WG_SMEM(TN) (STAGES * (A_BYTES + BK * (TN) * 2) + 1024 + 16 * STAGES)
 
-static_assert(BM * EPI_PITCH <= STAGES * STAGE_BYTES, "epilogue staging fits");
+static_assert(BM * (BN_NARROW * 2 + 16) <= STAGES * (A_BYTES + BK * BN_NARROW * 2),
+	      "epilogue staging fits");
 
 /* mma.sync path (K or N not a multiple of 8, or WGMMA 0) */
 #define FBM 128
@@ -252,12 +256,40 @@ static __device__ __forceinline__ void wgmma_n256(float *d, uint64_t da, uint64_
 		WGMMA_N256("bf16");
 }
 
+/* d[0..63] += A B, m64n128k16: the narrow tile (TN 128) */
+#define WGMMA_N128(TY) \
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
+		  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " \
+		  "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+		  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+		  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+		  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" "}, " \
+		  "%64, %65, p, 1, 1, 0, %67;\n}\n" \
+		  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+		  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+		  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+		  : "l"(da), "l"(db), "r"(1), "n"(TB))
+
+template <typename T, int TB>
+static __device__ __forceinline__ void wgmma_n128(float *d, uint64_t da, uint64_t db)
+{
+	if constexpr (std::is_same_v<T, __half>)
+		WGMMA_N128("f16");
+	else
+		WGMMA_N128("bf16");
+}
+
 /*
  * The wgmma kernel (see the top comment).  Grid: x = M tiles (a multiple
  * of the cluster size), y = N tiles.  Shared memory: STAGES x (A tile, B tile),
  * 1024-byte aligned, then the full and empty mbarriers.
  */
-template <typename T, int CM>
+template <typename T, int CM, int TN>
 __global__ void __launch_bounds__(384, 1)
 gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 	   const __grid_constant__ CUtensorMap tmB,
@@ -268,9 +300,10 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 	const uint32_t raw = smem_u32(smem_raw);
 	const uint32_t base = (raw + 1023) & ~1023u;
 	unsigned char *smem = smem_raw + (base - raw);
-	const uint32_t full0 = base + STAGES * STAGE_BYTES, empty0 = full0 + 8 * STAGES;
+	constexpr int stage_bytes = A_BYTES + BK * TN * 2, pitch = TN * 2 + 16;
+	const uint32_t full0 = base + STAGES * stage_bytes, empty0 = full0 + 8 * STAGES;
 	const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-	const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+	const int m0 = blockIdx.x * BM, n0 = blockIdx.y * TN;
 	const int KT = (K + BK - 1) / BK;
 
 	if (threadIdx.x == 0) {
@@ -292,12 +325,12 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 			const int rank = CM > 1 ? (int)cluster_rank() : 0;
 			/* 64-column boxes of B that start inside B (the rest is
 			 * never stored, so it is not loaded either) */
-			const int nbox = min(BN / 64, (N - n0 + 63) / 64);
+			const int nbox = min(TN / 64, (N - n0 + 63) / 64);
 
 			for (int kt = 0; kt < KT; kt++) {
 				const int s = kt % STAGES;
 				const uint32_t fb = full0 + 8 * s;
-				const uint32_t a = base + s * STAGE_BYTES, b = a + A_BYTES;
+				const uint32_t a = base + s * stage_bytes, b = a + A_BYTES;
 
 				mbar_wait(empty0 + 8 * s, (kt / STAGES & 1) ^ 1);
 				mbar_expect_tx(fb, A_BYTES + nbox * BK * 128);
@@ -316,26 +349,32 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 		/* consumers: rows c*64 .. c*64+63 of the tile */
 		setmaxnreg_inc<232>();
 		const int c = wg - 1, warp = tid / 32, lane = tid % 32;
-		float acc[BN / 2];
+		float acc[TN / 2];
 
 #pragma unroll
-		for (int i = 0; i < BN / 2; i++)
+		for (int i = 0; i < TN / 2; i++)
 			acc[i] = 0.f;
 		for (int kt = 0; kt < KT; kt++) {
 			const int s = kt % STAGES;
-			const uint32_t a = base + s * STAGE_BYTES + c * 64 * 128;
-			const uint32_t b = base + s * STAGE_BYTES + A_BYTES;
+			const uint32_t a = base + s * stage_bytes + c * 64 * 128;
+			const uint32_t b = base + s * stage_bytes + A_BYTES;
 
 			mbar_wait(full0 + 8 * s, kt / STAGES & 1);
 			wgmma_fence();
 #pragma unroll
-			for (int kk = 0; kk < BK / 16; kk++)
+			for (int kk = 0; kk < BK / 16; kk++) {
 				/* A K-major: k16 is 32 bytes along the swizzled row.
 				 * B N-major: k16 is 16 rows of 128 bytes; 64-column
 				 * boxes are BK * 128 bytes apart (LBO), 8-row groups
 				 * 1024 (SBO). */
-				wgmma_n256<T, 1>(acc, sw128_desc(a + kk * 32, 16, 1024),
-						 sw128_desc(b + kk * 16 * 128, BK * 128, 1024));
+				const uint64_t da = sw128_desc(a + kk * 32, 16, 1024);
+				const uint64_t db = sw128_desc(b + kk * 16 * 128, BK * 128, 1024);
+
+				if constexpr (TN == 256)
+					wgmma_n256<T, 1>(acc, da, db);
+				else
+					wgmma_n128<T, 1>(acc, da, db);
+			}
 			wgmma_commit();
 			wgmma_wait<1>();        /* the group of tile kt-1 retired */
 			if (kt > 0 && lane == 0) {
@@ -351,23 +390,23 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 
 		/* epilogue: both consumers are done with the stages (bar 1) */
 		named_bar(1, 256);
-		unsigned char *stg = smem + c * 64 * EPI_PITCH;
+		unsigned char *stg = smem + c * 64 * pitch;
 		const int r = warp * 16 + lane / 4;
 #pragma unroll
-		for (int i = 0; i < BN / 8; i++) {
+		for (int i = 0; i < TN / 8; i++) {
 			const int col = 8 * i + 2 * (lane % 4);
 			T v0[2] = {from_f32<T>(acc[4 * i]), from_f32<T>(acc[4 * i + 1])};
 			T v1[2] = {from_f32<T>(acc[4 * i + 2]), from_f32<T>(acc[4 * i + 3])};
-			*(uint32_t *)(stg + r * EPI_PITCH + col * 2) = *(uint32_t *)v0;
-			*(uint32_t *)(stg + (r + 8) * EPI_PITCH + col * 2) = *(uint32_t *)v1;
+			*(uint32_t *)(stg + r * pitch + col * 2) = *(uint32_t *)v0;
+			*(uint32_t *)(stg + (r + 8) * pitch + col * 2) = *(uint32_t *)v1;
 		}
 		named_bar(2 + c, 128);
-		for (int idx = tid; idx < 64 * (BN / 8); idx += 128) {
-			const int row = idx / (BN / 8), ch = idx % (BN / 8);
+		for (int idx = tid; idx < 64 * (TN / 8); idx += 128) {
+			const int row = idx / (TN / 8), ch = idx % (TN / 8);
 			const int gm = m0 + c * 64 + row, gn = n0 + ch * 8;
 			if (gm < M && gn < N)
 				*(uint4 *)(C + (int64_t)gm * N + gn) =
-					*(const uint4 *)(stg + row * EPI_PITCH + ch * 16);
+					*(const uint4 *)(stg + row * pitch + ch * 16);
 		}
 	}
 	/* a block's shared memory must outlive its peer's remote arrives */
@@ -736,6 +775,16 @@ sgemm(const float *__restrict__ A, const float *__restrict__ B,
 
 /* ---- host --------------------------------------------------------------- */
 
+static int sm_count(void)
+{
+	int sms = 132, dev = 0;
+
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+		sms = 132;
+	return sms;
+}
+
 #if WGMMA
 /* ---- shared: tensor-map (kept equal in matmul.cu, fused_mlp.cu; tests/t0023-kernel-twins.sh) ---- */
 /* cuTensorMapEncodeTiled through the runtime's driver entry point, so the
@@ -778,20 +827,20 @@ static bool tensor_map(CUtensorMap *map, const T *p, int64_t rows, int64_t cols,
 }
 /* ---- end shared: tensor-map ---- */
 
-template <typename T, int CM>
+template <typename T, int CM, int TN>
 static int launch_cluster(const CUtensorMap &ta, const CUtensorMap &tb, T *C,
 			  int M, int N, int K, int mt, int nt, cudaStream_t st)
 {
 	cudaLaunchConfig_t cfg = {};
 	cudaLaunchAttribute attr[1];
 
-	if (cudaFuncSetAttribute(gemm_wgmma<T, CM>,
+	if (cudaFuncSetAttribute(gemm_wgmma<T, CM, TN>,
 				 cudaFuncAttributeMaxDynamicSharedMemorySize,
-				 WG_SMEM) != cudaSuccess)
+				 WG_SMEM(TN)) != cudaSuccess)
 		return -1;
 	cfg.gridDim = dim3(mt, nt);
 	cfg.blockDim = dim3(384);
-	cfg.dynamicSmemBytes = WG_SMEM;
+	cfg.dynamicSmemBytes = WG_SMEM(TN);
 	cfg.stream = st;
 	attr[0].id = cudaLaunchAttributeClusterDimension;
 	attr[0].val.clusterDim.x = CM;
@@ -799,7 +848,7 @@ static int launch_cluster(const CUtensorMap &ta, const CUtensorMap &tb, T *C,
 	attr[0].val.clusterDim.z = 1;
 	cfg.attrs = attr;
 	cfg.numAttrs = 1;
-	return cudaLaunchKernelEx(&cfg, gemm_wgmma<T, CM>, ta, tb, C, M, N, K) ==
+	return cudaLaunchKernelEx(&cfg, gemm_wgmma<T, CM, TN>, ta, tb, C, M, N, K) ==
 	       cudaSuccess ? 0 : -1;
 }
 
@@ -813,10 +862,16 @@ static int launch_wgmma(const T *A, const T *B, T *C, int M, int N, int K,
 
 	if (nt > 65535 || !tensor_map(&ta, A, M, K, BM) || !tensor_map(&tb, B, K, N, BK))
 		return 1;
+	/* Tiles of 128 columns where those of 256 would fill at most half
+	 * the SMs (1000^3: 32 blocks of 256 columns, 64 of 128), so that more
+	 * SMs share the work; past that the wide tile's reuse wins. */
+	if (NARROW && 2 * mt * nt <= sm_count())
+		return launch_cluster<T, 1, BN_NARROW>(ta, tb, C, M, N, K, mt,
+						       (N + BN_NARROW - 1) / BN_NARROW, st);
 	/* clusters pair M tiles; an odd count runs unpaired */
 	if (CLUSTER > 1 && mt % CLUSTER == 0)
-		return launch_cluster<T, CLUSTER>(ta, tb, C, M, N, K, mt, nt, st);
-	return launch_cluster<T, 1>(ta, tb, C, M, N, K, mt, nt, st);
+		return launch_cluster<T, CLUSTER, BN>(ta, tb, C, M, N, K, mt, nt, st);
+	return launch_cluster<T, 1, BN>(ta, tb, C, M, N, K, mt, nt, st);
 }
 
 #endif /* WGMMA */
@@ -859,12 +914,8 @@ static bool have_wgmma(void)
  * at least two tiles of K. */
 static int skinny_slices(int N, int K)
 {
-	int sms = 132, dev = 0;
+	const int sms = sm_count();
 	const int cols = (N + FBN - 1) / FBN, KT = (K + FBK - 1) / FBK;
-
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-		sms = 132;
 	int S = (2 * sms + cols - 1) / cols;
 	S = min(S, max(1, KT / 2));
 	return max(S, 1);
