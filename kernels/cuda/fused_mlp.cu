@@ -219,6 +219,7 @@ static __device__ __forceinline__ void named_bar(int id, int count)
 
 /* The wgmma instructions as inline asm, the dtype (TY: "f16" or "bf16")
  * their one difference between the two forms each is used in. */
+/* ---- shared: wgmma-n128 (kept equal in matmul.cu, fused_mlp.cu; tests/t0023-kernel-twins.sh) ---- */
 #define WGMMA_N128(TY) \
 	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
 		  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " \
@@ -236,6 +237,7 @@ static __device__ __forceinline__ void named_bar(int id, int count)
 		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
 		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
 		  : "l"(da), "l"(db), "r"(1), "n"(TB))
+/* ---- end shared: wgmma-n128 ---- */
 
 #define WGMMA_N136(TY) \
 	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n" \

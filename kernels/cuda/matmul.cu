@@ -257,6 +257,7 @@ static __device__ __forceinline__ void wgmma_n256(float *d, uint64_t da, uint64_
 }
 
 /* d[0..63] += A B, m64n128k16: the narrow tile (TN 128) */
+/* ---- shared: wgmma-n128 (kept equal in matmul.cu, fused_mlp.cu; tests/t0023-kernel-twins.sh) ---- */
 #define WGMMA_N128(TY) \
 	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
 		  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " \
@@ -274,6 +275,7 @@ static __device__ __forceinline__ void wgmma_n256(float *d, uint64_t da, uint64_
 		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
 		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
 		  : "l"(da), "l"(db), "r"(1), "n"(TB))
+/* ---- end shared: wgmma-n128 ---- */
 
 template <typename T, int TB>
 static __device__ __forceinline__ void wgmma_n128(float *d, uint64_t da, uint64_t db)
