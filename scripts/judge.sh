@@ -14,7 +14,8 @@
 # --shape S:1 each) unless a shape says its own (S:W), so a candidate is
 # kept only if it is faster over the list and slower at none of its
 # shapes.  Weights of 1/(each shape's time) make each shape count by its
-# relative change, where equal weights let the longest shape decide.  Writes to OUTDIR (default ./judge-<op>):
+# relative change, where equal weights let the longest shape decide.
+# Writes to OUTDIR (default ./judge-<op>):
 #   report.md, report.svg   git autokernel report of the branch
 #   log.txt                 git autokernel log --attempts, and each commit's
 #                           hook output

@@ -72,9 +72,9 @@ for op; do
 done
 # JOBS at a time (the next starts as soon as one ends): their builds
 # and stages overlap, their benchmarks take the device in turn (the
-# device lock in the user's cache).  They
-# share the cores as run --workers shares them: cores/JOBS threads for
-# each judge's checks, asleep while they wait.
+# device lock in the user's cache).  They share the cores as run
+# --workers shares them: cores/JOBS threads for each judge's checks,
+# asleep while they wait.
 if test "$jobs" -gt 1; then
 	cores=$(nproc 2>/dev/null || echo 1)
 	share=$((cores / jobs))
