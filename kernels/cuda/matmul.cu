@@ -71,11 +71,8 @@
 #define BK 64                           /* one 128-byte swizzle row of 16-bit elements */
 #define A_BYTES (BM * BK * 2)           /* 16 KB */
 /* shared memory of a block with TN-column tiles: the stages, 1 KB of
- * alignment, the mbarriers; its epilogue stages rows of TN * 2 + 16 bytes */
+ * alignment, the mbarriers */
 #define WG_SMEM(TN) (STAGES * (A_BYTES + BK * (TN) * 2) + 1024 + 16 * STAGES)
-
-static_assert(BM * (BN_NARROW * 2 + 16) <= STAGES * (A_BYTES + BK * BN_NARROW * 2),
-	      "epilogue staging fits");
 
 /* mma.sync path (K or N not a multiple of 8, or WGMMA 0) */
 #define FBM 128
@@ -256,7 +253,6 @@ static __device__ __forceinline__ void wgmma_n256(float *d, uint64_t da, uint64_
 		WGMMA_N256("bf16");
 }
 
-/* d[0..63] += A B, m64n128k16: the narrow tile (TN 128) */
 /* ---- shared: wgmma-n128 (kept equal in matmul.cu, fused_mlp.cu; tests/t0023-kernel-twins.sh) ---- */
 #define WGMMA_N128(TY) \
 	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
@@ -277,6 +273,7 @@ static __device__ __forceinline__ void wgmma_n256(float *d, uint64_t da, uint64_
 		  : "l"(da), "l"(db), "r"(1), "n"(TB))
 /* ---- end shared: wgmma-n128 ---- */
 
+/* d[0..63] += A B, m64n128k16: the narrow tile (TN 128) */
 template <typename T, int TB>
 static __device__ __forceinline__ void wgmma_n128(float *d, uint64_t da, uint64_t db)
 {
@@ -302,7 +299,9 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 	const uint32_t raw = smem_u32(smem_raw);
 	const uint32_t base = (raw + 1023) & ~1023u;
 	unsigned char *smem = smem_raw + (base - raw);
+	/* a stage; a row of the epilogue's staging tile (in the stages) */
 	constexpr int stage_bytes = A_BYTES + BK * TN * 2, pitch = TN * 2 + 16;
+	static_assert(BM * pitch <= STAGES * stage_bytes, "epilogue staging fits");
 	const uint32_t full0 = base + STAGES * stage_bytes, empty0 = full0 + 8 * STAGES;
 	const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 	const int m0 = blockIdx.x * BM, n0 = blockIdx.y * TN;
