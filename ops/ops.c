@@ -1403,10 +1403,14 @@ static const struct op op_flash_attention = {
 	.scalar_desc = "scalar[0]=scale=D^-0.5",
 	.compute_bound = 1,
 	.smoke_shape = "1x2x16x16",
+	/* 1x3x200x128: head dim 128's 128-row tiles cut by S (the last
+	 * query tile's second half past the end); 2x2x17x128: one tile,
+	 * mostly past S */
 	.test_shapes = { "1x4x128x64", "1x4x512x64", "1x2x1024x64",
-			 "1x2x256x128", "2x8x64x32", NULL },
+			 "1x2x256x128", "1x3x200x128", "2x8x64x32", NULL },
 	.edge_shapes = { "1x1x1x1", "1x1x1x16", "1x3x7x5", "2x3x17x24",
-			 "1x2x127x80", "1x1x129x64", "1x1x33x96", NULL },
+			 "1x2x127x80", "1x1x129x64", "1x1x33x96", "2x2x17x128",
+			 NULL },
 	.bench_shape = "2x32x1024x64",
 	.host_bench_shape = "1x8x256x64",
 	.stability = 1u << GEN_LARGE | 1u << GEN_MIXED | 1u << GEN_ZERO,

@@ -21,12 +21,20 @@
  * query block, o written once.  Blocks go longest-first (last query block
  * first) for causal load balance.
  *
+ * At D 128 (WS 1) flash_ws runs instead, FlashAttention-3's layout: a TMA
+ * producer warpgroup and two consumer warpgroups that each overlap tile
+ * t+1's softmax with tile t's P V (see its comment).  Judged by the hook on
+ * an H100 at issue 20's shapes (f16): 1x32x4096x128 378.2 -> 275.1 us (SDPA
+ * 266.5 in the same session), 8x32x512x128 101.7 -> 97.0 (SDPA 61.0: short
+ * rows, where each block's start and end are not yet hidden).
+ *
  * Other f16/bf16 D in {16,32} (or no sm_90a, or unaligned data): the
  * FlashAttention-2 kernel on mma.sync m16n8k16 (16 query rows per warp).
  * f32, or any other D (up to 256): a simple SIMT kernel, one warp per query
  * row, lanes split D, online softmax over the keys it may see.
  */
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>       /* CUtensorMap and the encoder's type; no libcuda link */
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <math.h>
@@ -37,6 +45,9 @@
 #define NWG 2      /* autokernel: tune 2,3 */
 #define NWG128 3   /* autokernel: tune 1,2,3 (3 kept on an H100: 8x32x512x128 108.4 -> 102.3 us) */
 #define BKV 64    /* autokernel: tune 64,128 */
+#define WS 1       /* autokernel: tune 0,1 (1: flash_ws at D 128) */
+#define PINGPONG 1 /* autokernel: tune 0,1 (flash_ws's consumers take turns issuing; 0 was even on an H100) */
+#define WS_TILE 128             /* flash_ws: query and key rows a tile */
 
 #define MMA_WARPS 4             /* mma.sync path: warps per block */
 #define MMA_BKV 64              /* mma.sync path: keys per tile */
@@ -88,6 +99,138 @@ template <int N>
 static __device__ __forceinline__ void cp_wait(void)
 {
 	asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+
+/* ---- shared: mbarrier-tma-wgmma (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
+/* ---- mbarriers, TMA, clusters ------------------------------------------ */
+
+static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
+{
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count));
+}
+
+static __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
+{
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+		     :: "r"(bar), "r"(bytes) : "memory");
+}
+
+static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+	uint32_t done;
+
+	do
+		asm volatile("{\n.reg .pred p;\n"
+			     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+			     "selp.u32 %0, 1, 0, p;\n}\n"
+			     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+	while (!done);
+}
+
+/* Arrive on the barrier at the same offset in cluster block `rank`. */
+[[maybe_unused]] static __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank)
+{
+	asm volatile("{\n.reg .b32 r;\nmapa.shared::cluster.u32 r, %0, %1;\n"
+		     "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r];\n}\n"
+		     :: "r"(bar), "r"(rank) : "memory");
+}
+
+static __device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+
+[[maybe_unused]] static __device__ __forceinline__ uint32_t cluster_rank(void)
+{
+	uint32_t r;
+	asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+	return r;
+}
+
+[[maybe_unused]] static __device__ __forceinline__ void cluster_sync(void)
+{
+	asm volatile("barrier.cluster.arrive.release.aligned;\n"
+		     "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* 2-D tile at (c0 = inner, c1 = outer) into shared memory; completes on bar. */
+[[maybe_unused]] static __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map,
+						uint32_t bar, int c0, int c1)
+{
+	asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+		     " [%0], [%1, {%3, %4}], [%2];"
+		     :: "r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1) : "memory");
+}
+
+/* The same, written to the same offset in every block of `mask`. */
+[[maybe_unused]] static __device__ __forceinline__ void tma_load_mc(uint32_t dst, const CUtensorMap *map,
+						   uint32_t bar, int c0, int c1, uint16_t mask)
+{
+	asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+		     ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;"
+		     :: "r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "h"(mask)
+		     : "memory");
+}
+
+/* ---- wgmma -------------------------------------------------------------- */
+
+/* Shared-memory matrix descriptor, 128-byte swizzle; offsets in bytes. */
+static __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+	return (uint64_t)((addr & 0x3FFFF) >> 4) |
+	       (uint64_t)((lbo & 0x3FFFF) >> 4) << 16 |
+	       (uint64_t)((sbo & 0x3FFFF) >> 4) << 32 |
+	       1ull << 62;
+}
+
+static __device__ __forceinline__ void wgmma_fence(void)
+{
+	asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+
+static __device__ __forceinline__ void wgmma_commit(void)
+{
+	asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+template <int N>
+static __device__ __forceinline__ void wgmma_wait(void)
+{
+	asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
+}
+
+template <int R>
+static __device__ __forceinline__ void setmaxnreg_inc(void)
+{
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(R));
+}
+
+template <int R>
+static __device__ __forceinline__ void setmaxnreg_dec(void)
+{
+	asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(R));
+}
+
+[[maybe_unused]] static __device__ __forceinline__ void named_bar(int id, int count)
+{
+	asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
+}
+
+/* Arrive at named barrier id (count threads in all) without waiting. */
+[[maybe_unused]] static __device__ __forceinline__ void named_arrive(int id, int count)
+{
+	asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(count) : "memory");
+}
+/* ---- end shared: mbarrier-tma-wgmma ---- */
+
+/* 3-D tile at (c0 = inner, c1, c2 = outer) into shared memory; completes on bar. */
+static __device__ __forceinline__ void tma_load3(uint32_t dst, const CUtensorMap *map,
+						 uint32_t bar, int c0, int c1, int c2)
+{
+	asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+		     " [%0], [%1, {%3, %4, %5}], [%2];"
+		     :: "r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+		     : "memory");
 }
 
 /* ------------------------------------------------------------------ */
@@ -191,22 +334,6 @@ static __device__ __forceinline__ void wgmma_rs(wg_acc<128> &a, const uint32_t *
 	WGMMA_RS_N128("bf16");
 }
 
-static __device__ __forceinline__ void wgmma_fence(void)
-{
-	asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-
-static __device__ __forceinline__ void wgmma_commit(void)
-{
-	asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-
-template <int N>
-static __device__ __forceinline__ void wgmma_wait(void)
-{
-	asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
-}
-
 /* Keep the compiler from touching accumulators before the wgmma wait. */
 template <int N>
 static __device__ __forceinline__ void fence_acc(wg_acc<N> &a)
@@ -217,17 +344,165 @@ static __device__ __forceinline__ void fence_acc(wg_acc<N> &a)
 }
 
 /*
- * Shared-memory matrix descriptor, 128-byte swizzle: rows of 128 bytes
- * (64 b16), 16-byte chunk c of row r stored at chunk c ^ (r % 8), atoms of
- * 8 rows (1024 bytes, 1024-aligned) 1024 bytes apart (stride offset).  The
- * leading offset is the distance between 64-column slabs where an operand
- * is wider than 64 along its contiguous dimension (V for D = 128).
+ * The 128-byte swizzle (sw128_desc): rows of 128 bytes (64 b16), 16-byte
+ * chunk c of row r stored at chunk c ^ (r % 8), atoms of 8 rows (1024
+ * bytes, 1024-aligned) 1024 bytes apart (the stride offset).  The leading
+ * offset is the distance between 64-column slabs where an operand is wider
+ * than 64 along its contiguous dimension (V for D = 128).
  */
-static __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo)
+
+/*
+ * S = Q K^T issued, not waited for: D/16 wgmma m64nNk16, both operands in
+ * shared memory (K is [key][d], i.e. B K-major).  dq addresses the
+ * warpgroup's 64 rows in Q's slabs of BQ rows, dk a tile's slabs of N rows.
+ */
+template <typename T, int D, int BQ, int N>
+static __device__ __forceinline__ void issue_qk(wg_acc<N> &sacc, uint64_t dq, uint64_t dk)
 {
-	return (uint64_t)((addr & 0x3FFFF) >> 4) |
-	       (uint64_t)((lbo >> 4) & 0x3FFF) << 16 |
-	       (uint64_t)(1024 >> 4) << 32 | (uint64_t)1 << 62;
+#pragma unroll
+	for (int kk = 0; kk < D / 16; kk++)
+		wgmma_ss(sacc, dq + ((kk / 4 * BQ * 128 + kk % 4 * 32) >> 4),
+			 dk + ((kk / 4 * N * 128 + kk % 4 * 32) >> 4), kk > 0, T());
+}
+
+/* O += P V issued: N/16 wgmma m64nDk16, P from registers, V ([key][d], i.e.
+ * B MN-major) read transposed through dv (its slabs leading-offset apart). */
+template <typename T, int N, int D>
+static __device__ __forceinline__ void issue_pv(wg_acc<D> &oacc, const uint32_t (*pa)[4],
+						uint64_t dv)
+{
+#pragma unroll
+	for (int kv = 0; kv < N / 16; kv++)
+		wgmma_rs(oacc, pa[kv], dv + (kv * 16 * 128 >> 4), T());
+}
+
+/* Keep the compiler off registers a wgmma in flight still reads. */
+template <int N>
+static __device__ __forceinline__ void fence_regs(uint32_t (*pa)[4])
+{
+#pragma unroll
+	for (int i = 0; i < N / 16; i++)
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			asm volatile("" : "+r"(pa[i][j]) :: "memory");
+}
+
+/*
+ * The softmax of one 64 x N score tile of a warpgroup, in the wgmma
+ * accumulator layout (thread: rows row_a and row_b = row_a + 8, columns
+ * 8 nt + 2 tq + {0, 1}): scaled to log2 units, masked where the tile
+ * crosses the warpgroup's diagonal (its first row r0) or the end of the
+ * keys, the running max (m) and sums (l) updated, P = exp2(S - max) in
+ * place, and al the factor the rows' earlier partials are rescaled by.
+ */
+template <int N>
+static __device__ __forceinline__ void softmax_tile(float *s, int j0, int r0,
+						    int row_a, int row_b, int S,
+						    float sl2, float &m_a, float &m_b,
+						    float &l_a, float &l_b,
+						    float &al_a, float &al_b)
+{
+	constexpr int NT = N / 8;
+	const int tq = threadIdx.x % 4;
+
+	if (j0 + N - 1 > r0 || j0 + N > S) {
+#pragma unroll
+		for (int nt = 0; nt < NT; nt++) {
+			const int j = j0 + nt * 8 + 2 * tq;
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				const int key = j + (e & 1), row = e < 2 ? row_a : row_b;
+				s[nt * 4 + e] = key <= row && key < S ? s[nt * 4 + e] * sl2 : -INFINITY;
+			}
+		}
+	} else {
+#pragma unroll
+		for (int i = 0; i < N / 2; i++)
+			s[i] *= sl2;
+	}
+	float mx_a = m_a, mx_b = m_b;
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++) {
+		mx_a = fmaxf(mx_a, fmaxf(s[nt * 4], s[nt * 4 + 1]));
+		mx_b = fmaxf(mx_b, fmaxf(s[nt * 4 + 2], s[nt * 4 + 3]));
+	}
+#pragma unroll
+	for (int off = 1; off < 4; off *= 2) {
+		mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, off));
+		mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, off));
+	}
+	/* a row with nothing unmasked yet keeps max -inf: exp2 of 0 offsets */
+	const float mu_a = mx_a == -INFINITY ? 0.f : mx_a;
+	const float mu_b = mx_b == -INFINITY ? 0.f : mx_b;
+	float ls_a = 0.f, ls_b = 0.f;
+
+	al_a = ex2(m_a - mu_a);
+	al_b = ex2(m_b - mu_b);
+	m_a = mx_a;
+	m_b = mx_b;
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++) {
+		s[nt * 4] = ex2(s[nt * 4] - mu_a);
+		s[nt * 4 + 1] = ex2(s[nt * 4 + 1] - mu_a);
+		s[nt * 4 + 2] = ex2(s[nt * 4 + 2] - mu_b);
+		s[nt * 4 + 3] = ex2(s[nt * 4 + 3] - mu_b);
+		ls_a += s[nt * 4] + s[nt * 4 + 1];
+		ls_b += s[nt * 4 + 2] + s[nt * 4 + 3];
+	}
+	l_a = l_a * al_a + ls_a;
+	l_b = l_b * al_b + ls_b;
+}
+
+/* The output accumulators' rows scaled (row_a's by al_a, row_b's by al_b). */
+template <int D>
+static __device__ __forceinline__ void rescale(wg_acc<D> &oacc, float al_a, float al_b)
+{
+#pragma unroll
+	for (int dt = 0; dt < D / 8; dt++) {
+		oacc.r[dt * 4] *= al_a;
+		oacc.r[dt * 4 + 1] *= al_a;
+		oacc.r[dt * 4 + 2] *= al_b;
+		oacc.r[dt * 4 + 3] *= al_b;
+	}
+}
+
+/* P as the A operand of P V from registers: the accumulator layout of
+ * m64nNk16 is the A-fragment layout, 16 keys (8 floats) a fragment. */
+template <typename T, int N>
+static __device__ __forceinline__ void pack_p(uint32_t (*pa)[4], const float *s)
+{
+#pragma unroll
+	for (int kv = 0; kv < N / 16; kv++) {
+		pa[kv][0] = pack2<T>(s[8 * kv], s[8 * kv + 1]);
+		pa[kv][1] = pack2<T>(s[8 * kv + 2], s[8 * kv + 3]);
+		pa[kv][2] = pack2<T>(s[8 * kv + 4], s[8 * kv + 5]);
+		pa[kv][3] = pack2<T>(s[8 * kv + 6], s[8 * kv + 7]);
+	}
+}
+
+/* O's rows row_a and row_b of one (b,h) slice (o), divided by the row
+ * sums (the quad's partials summed), rows >= S not stored. */
+template <typename T, int D>
+static __device__ __forceinline__ void store_o(T *o, const wg_acc<D> &oacc,
+					       float l_a, float l_b, int row_a,
+					       int row_b, int S, int tq)
+{
+#pragma unroll
+	for (int off = 1; off < 4; off *= 2) {
+		l_a += __shfl_xor_sync(0xffffffffu, l_a, off);
+		l_b += __shfl_xor_sync(0xffffffffu, l_b, off);
+	}
+	const float inv_a = 1.f / l_a, inv_b = 1.f / l_b;
+#pragma unroll
+	for (int dt = 0; dt < D / 8; dt++) {
+		const int col = dt * 8 + 2 * tq;
+		if (row_a < S)
+			*(uint32_t *)(o + (int64_t)row_a * D + col) =
+				pack2<T>(oacc.r[dt * 4] * inv_a, oacc.r[dt * 4 + 1] * inv_a);
+		if (row_b < S)
+			*(uint32_t *)(o + (int64_t)row_b * D + col) =
+				pack2<T>(oacc.r[dt * 4 + 2] * inv_b, oacc.r[dt * 4 + 3] * inv_b);
+	}
 }
 
 /*
@@ -267,7 +542,6 @@ flash_wg(const T *__restrict__ q, const T *__restrict__ k,
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	constexpr int BQ = 64 * W, QB = D / 64 * BQ * 128, KB = D / 64 * BKV * 128;
-	constexpr int NT = BKV / 8, DT = D / 8;
 	extern __shared__ __align__(1024) unsigned char smem_raw[];
 	const uint32_t raw = (uint32_t)__cvta_generic_to_shared(smem_raw);
 	unsigned char *Qs = smem_raw + ((1024 - (raw & 1023)) & 1023);
@@ -275,9 +549,9 @@ flash_wg(const T *__restrict__ q, const T *__restrict__ k,
 	const uint32_t qs = (uint32_t)__cvta_generic_to_shared(Qs);
 	/* Descriptors: the address field is the low 14 bits, in 16-byte
 	 * units, so an offset is added to a base descriptor. */
-	const uint64_t dq0 = sw128_desc(qs + threadIdx.x / 128 * 64 * 128, 16);
-	const uint64_t dk0 = sw128_desc(qs + QB, 16);
-	const uint64_t dv0 = sw128_desc(qs + QB + 2 * KB, BKV * 128);
+	const uint64_t dq0 = sw128_desc(qs + threadIdx.x / 128 * 64 * 128, 16, 1024);
+	const uint64_t dk0 = sw128_desc(qs + QB, 16, 1024);
+	const uint64_t dv0 = sw128_desc(qs + QB + 2 * KB, BKV * 128, 1024);
 	const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4;
 	const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
 	const int nq = (S + BQ - 1) / BQ;
@@ -314,85 +588,22 @@ flash_wg(const T *__restrict__ q, const T *__restrict__ k,
 			/* S = Q K^T: K is [key][d], i.e. B K-major. */
 			const uint64_t dk = dk0 + (st * KB >> 4);
 			wgmma_fence();
-#pragma unroll
-			for (int kk = 0; kk < D / 16; kk++)
-				wgmma_ss(sacc, dq0 + ((kk / 4 * BQ * 128 + kk % 4 * 32) >> 4),
-					 dk + ((kk / 4 * BKV * 128 + kk % 4 * 32) >> 4),
-					 kk > 0, T());
+			issue_qk<T, D, BQ>(sacc, dq0, dk);
 			wgmma_commit();
 			wgmma_wait<0>();
 			fence_acc(sacc);
 
-			/* Scale to log2 units; mask only where the tile crosses the
-			 * diagonal of this warpgroup or the end of the keys. */
-			float *s = sacc.r;
-			if (j0 + BKV - 1 > r0 || j0 + BKV > S) {
-#pragma unroll
-				for (int nt = 0; nt < NT; nt++) {
-					const int j = j0 + nt * 8 + 2 * tq;
-#pragma unroll
-					for (int e = 0; e < 4; e++) {
-						const int key = j + (e & 1), row = e < 2 ? row_a : row_b;
-						s[nt * 4 + e] = key <= row && key < S ? s[nt * 4 + e] * sl2 : -INFINITY;
-					}
-				}
-			} else {
-#pragma unroll
-				for (int i = 0; i < BKV / 2; i++)
-					s[i] *= sl2;
-			}
-
-			/* Online softmax: new row max, rescale, P = exp2(S - max). */
-			float mx_a = m_a, mx_b = m_b;
-#pragma unroll
-			for (int nt = 0; nt < NT; nt++) {
-				mx_a = fmaxf(mx_a, fmaxf(s[nt * 4], s[nt * 4 + 1]));
-				mx_b = fmaxf(mx_b, fmaxf(s[nt * 4 + 2], s[nt * 4 + 3]));
-			}
-#pragma unroll
-			for (int off = 1; off < 4; off *= 2) {
-				mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, off));
-				mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, off));
-			}
-			const float mu_a = mx_a == -INFINITY ? 0.f : mx_a;
-			const float mu_b = mx_b == -INFINITY ? 0.f : mx_b;
-			const float al_a = ex2(m_a - mu_a), al_b = ex2(m_b - mu_b);
-			m_a = mx_a;
-			m_b = mx_b;
-			float ls_a = 0.f, ls_b = 0.f;
-#pragma unroll
-			for (int nt = 0; nt < NT; nt++) {
-				s[nt * 4] = ex2(s[nt * 4] - mu_a);
-				s[nt * 4 + 1] = ex2(s[nt * 4 + 1] - mu_a);
-				s[nt * 4 + 2] = ex2(s[nt * 4 + 2] - mu_b);
-				s[nt * 4 + 3] = ex2(s[nt * 4 + 3] - mu_b);
-				ls_a += s[nt * 4] + s[nt * 4 + 1];
-				ls_b += s[nt * 4 + 2] + s[nt * 4 + 3];
-			}
-			l_a = l_a * al_a + ls_a;
-			l_b = l_b * al_b + ls_b;
-#pragma unroll
-			for (int dt = 0; dt < DT; dt++) {
-				oacc.r[dt * 4] *= al_a;
-				oacc.r[dt * 4 + 1] *= al_a;
-				oacc.r[dt * 4 + 2] *= al_b;
-				oacc.r[dt * 4 + 3] *= al_b;
-			}
+			float al_a, al_b;
+			softmax_tile<BKV>(sacc.r, j0, r0, row_a, row_b, S, sl2, m_a, m_b,
+					  l_a, l_b, al_a, al_b);
+			rescale(oacc, al_a, al_b);
 
 			/* O += P V: V is [key][d], i.e. B MN-major (transposed). */
 			uint32_t pa[BKV / 16][4];
-#pragma unroll
-			for (int kv = 0; kv < BKV / 16; kv++) {
-				pa[kv][0] = pack2<T>(s[8 * kv], s[8 * kv + 1]);
-				pa[kv][1] = pack2<T>(s[8 * kv + 2], s[8 * kv + 3]);
-				pa[kv][2] = pack2<T>(s[8 * kv + 4], s[8 * kv + 5]);
-				pa[kv][3] = pack2<T>(s[8 * kv + 6], s[8 * kv + 7]);
-			}
+			pack_p<T, BKV>(pa, sacc.r);
 			const uint64_t dv = dv0 + (st * KB >> 4);
 			wgmma_fence();
-#pragma unroll
-			for (int kv = 0; kv < BKV / 16; kv++)
-				wgmma_rs(oacc, pa[kv], dv + (kv * 16 * 128 >> 4), T());
+			issue_pv<T, BKV>(oacc, pa, dv);
 			wgmma_commit();
 			wgmma_wait<0>();
 			fence_acc(oacc);
@@ -400,23 +611,178 @@ flash_wg(const T *__restrict__ q, const T *__restrict__ k,
 		__syncthreads();        /* stage st is free for tile t+2 */
 	}
 
-	/* Normalize by the row sums (quad partials summed) and store. */
-#pragma unroll
-	for (int off = 1; off < 4; off *= 2) {
-		l_a += __shfl_xor_sync(0xffffffffu, l_a, off);
-		l_b += __shfl_xor_sync(0xffffffffu, l_b, off);
+	store_o<T, D>(o + base, oacc, l_a, l_b, row_a, row_b, S, tq);
+#endif
+}
+
+/*
+ * One tile t of a flash_ws consumer, P(t) in pa: S' = Q K(t+1) and
+ * O += P V(t) issued together (MORE: there is a tile t+1), tile t+1's
+ * softmax while P V(t) runs, then O rescaled and P(t+1) packed.  The last
+ * tile is its own instance, so no wgmma sits on a divergent path (ptxas
+ * would serialize them).
+ */
+template <typename T, int D, bool MORE>
+static __device__ __forceinline__ void
+ws_step(int t, int c, int r0, int row_a, int row_b, int S, float sl2, uint64_t dq,
+	uint64_t dk0, uint64_t dv0, uint32_t full_k, uint32_t full_v, uint32_t empty_k,
+	uint32_t empty_v, wg_acc<D> &oacc, wg_acc<WS_TILE> &sacc,
+	uint32_t (*pa)[4], float &m_a, float &m_b, float &l_a, float &l_b)
+{
+	constexpr int TK = WS_TILE, KB = D / 64 * TK * 128;
+	const int st = t & 1, nx = st ^ 1, lane = threadIdx.x % 32;
+	float al_a, al_b;
+
+	if (MORE)
+		mbar_wait(full_k + 8 * nx, (t + 1) >> 1 & 1);
+	mbar_wait(full_v + 8 * st, t >> 1 & 1);
+	if (PINGPONG)
+		named_bar(1 + c, 256);
+	wgmma_fence();
+	if (MORE) {
+		issue_qk<T, D, WS_TILE>(sacc, dq, dk0 + (nx * KB >> 4));
+		wgmma_commit();
 	}
-	const float inv_a = 1.f / l_a, inv_b = 1.f / l_b;
-#pragma unroll
-	for (int dt = 0; dt < DT; dt++) {
-		const int col = dt * 8 + 2 * tq;
-		if (row_a < S)
-			*(uint32_t *)(o + base + (int64_t)row_a * D + col) =
-				pack2<T>(oacc.r[dt * 4] * inv_a, oacc.r[dt * 4 + 1] * inv_a);
-		if (row_b < S)
-			*(uint32_t *)(o + base + (int64_t)row_b * D + col) =
-				pack2<T>(oacc.r[dt * 4 + 2] * inv_b, oacc.r[dt * 4 + 3] * inv_b);
+	issue_pv<T, TK>(oacc, pa, dv0 + (st * KB >> 4));
+	wgmma_commit();
+	/* the other's turn; the second consumer's last turn has no answer
+	 * to wait for */
+	if (PINGPONG && (MORE || c == 0))
+		named_arrive(2 - c, 256);
+	if (MORE) {
+		wgmma_wait<1>();        /* S' = Q K(t+1) done */
+		fence_acc(sacc);
+		if (lane == 0)
+			mbar_arrive(empty_k + 8 * nx);
+		softmax_tile<TK>(sacc.r, (t + 1) * TK, r0, row_a, row_b, S, sl2,
+				 m_a, m_b, l_a, l_b, al_a, al_b);
 	}
+	wgmma_wait<0>();                /* O += P V(t) done */
+	fence_acc(oacc);
+	fence_regs<TK>(pa);
+	if (lane == 0)
+		mbar_arrive(empty_v + 8 * st);
+	if (MORE) {
+		rescale(oacc, al_a, al_b);
+		pack_p<T, TK>(pa, sacc.r);
+	}
+}
+
+/*
+ * flash_ws: the warp-specialized form at D 128 (WS 1), as FlashAttention-3
+ * lays it out.  A block of three warpgroups owns 128 query rows of one
+ * (b,h).  Warpgroup 0 is the producer: one thread issues TMA copies of the
+ * Q tile and of 128-key K and V tiles (3-D tensor maps over [BH, S, D], so
+ * rows past S are zero-filled per head) into two stages each, a K or V
+ * stage refilled as soon as both consumers' wgmma that read it retired
+ * (its "empty" mbarrier).  Warpgroups 1 and 2 own 64 query rows each and
+ * overlap their own work: with P of tile t in registers, a consumer issues
+ * S' = Q K(t+1) and O += P V(t) together, does tile t+1's softmax while
+ * P V(t) still runs, then rescales O and packs P(t+1).  With PINGPONG the
+ * two consumers take turns issuing (two named barriers), so one's softmax
+ * runs while the other's wgmma hold the tensor cores.  The block's query
+ * and key tiles are both 128 wide, so both consumers walk the same tiles
+ * (the diagonal one last) and only that tile, or one crossing S, is masked.
+ * setmaxnreg: 240 registers a consumer thread, 24 the producer's.
+ */
+template <typename T, int D>
+__global__ void __launch_bounds__(384, 1)
+flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
+	 const __grid_constant__ CUtensorMap tmv, T *__restrict__ o, int BH, int S,
+	 float scale)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+	constexpr int BQ = WS_TILE, TK = WS_TILE;   /* query rows, keys a tile */
+	constexpr int QB = D / 64 * BQ * 128, KB = D / 64 * TK * 128;
+	extern __shared__ __align__(1024) unsigned char smem_raw[];
+	const uint32_t raw = (uint32_t)__cvta_generic_to_shared(smem_raw);
+	const uint32_t qs = (raw + 1023) & ~1023u, ks = qs + QB, vs = ks + 2 * KB;
+	/* mbarriers: Q full; K full, V full, K empty, V empty, two stages each */
+	const uint32_t full_q = vs + 2 * KB, full_k = full_q + 8, full_v = full_k + 16;
+	const uint32_t empty_k = full_v + 16, empty_v = empty_k + 16;
+	const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+	const int nq = (S + BQ - 1) / BQ;
+	const int qb = nq - 1 - blockIdx.x / BH, bh = blockIdx.x % BH;
+	const int q0 = qb * BQ, ntiles = (min(S, q0 + BQ) + TK - 1) / TK;
+
+	if (threadIdx.x == 0) {
+		mbar_init(full_q, 1);
+		for (int s = 0; s < 2; s++) {
+			mbar_init(full_k + 8 * s, 1);
+			mbar_init(full_v + 8 * s, 1);
+			mbar_init(empty_k + 8 * s, 8);  /* every consumer warp */
+			mbar_init(empty_v + 8 * s, 8);
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+	}
+	__syncthreads();
+
+	if (wg == 0) {
+		setmaxnreg_dec<24>();
+		if (tid == 0) {
+			mbar_expect_tx(full_q, QB);
+#pragma unroll
+			for (int s = 0; s < D / 64; s++)
+				tma_load3(qs + s * BQ * 128, &tmq, full_q, 64 * s, q0, bh);
+			for (int t = 0; t < ntiles; t++) {
+				const int st = t & 1;
+				const uint32_t free_ph = (t >> 1 & 1) ^ 1;
+
+				mbar_wait(empty_k + 8 * st, free_ph);
+				mbar_expect_tx(full_k + 8 * st, KB);
+#pragma unroll
+				for (int s = 0; s < D / 64; s++)
+					tma_load3(ks + st * KB + s * TK * 128, &tmk,
+						  full_k + 8 * st, 64 * s, t * TK, bh);
+				mbar_wait(empty_v + 8 * st, free_ph);
+				mbar_expect_tx(full_v + 8 * st, KB);
+#pragma unroll
+				for (int s = 0; s < D / 64; s++)
+					tma_load3(vs + st * KB + s * TK * 128, &tmv,
+						  full_v + 8 * st, 64 * s, t * TK, bh);
+			}
+		}
+		return;
+	}
+
+	setmaxnreg_inc<240>();
+	const int c = wg - 1, warp = tid / 32, lane = tid % 32;
+	const int r0 = q0 + 64 * c, row_a = r0 + 16 * warp + lane / 4, row_b = row_a + 8;
+	const float sl2 = scale * 1.4426950408889634f;  /* scale * log2(e) */
+	const uint64_t dq = sw128_desc(qs + c * 64 * 128, 16, 1024);
+	const uint64_t dk0 = sw128_desc(ks, 16, 1024), dv0 = sw128_desc(vs, TK * 128, 1024);
+	float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f, al_a, al_b;
+	wg_acc<D> oacc;
+	wg_acc<TK> sacc;
+	uint32_t pa[TK / 16][4];
+
+#pragma unroll
+	for (int i = 0; i < D / 2; i++)
+		oacc.r[i] = 0.f;
+	/* tile 0's scores and P */
+	mbar_wait(full_q, 0);
+	mbar_wait(full_k, 0);
+	wgmma_fence();
+	issue_qk<T, D, BQ>(sacc, dq, dk0);
+	wgmma_commit();
+	wgmma_wait<0>();
+	fence_acc(sacc);
+	if (lane == 0)
+		mbar_arrive(empty_k);
+	softmax_tile<TK>(sacc.r, 0, r0, row_a, row_b, S, sl2, m_a, m_b, l_a, l_b,
+			  al_a, al_b);
+	pack_p<T, TK>(pa, sacc.r);
+	if (PINGPONG && c == 1)
+		named_arrive(1, 256);   /* consumer 0 issues first */
+
+	for (int t = 0; t + 1 < ntiles; t++)
+		ws_step<T, D, true>(t, c, r0, row_a, row_b, S, sl2, dq, dk0, dv0,
+				    full_k, full_v, empty_k, empty_v, oacc, sacc, pa,
+				    m_a, m_b, l_a, l_b);
+	ws_step<T, D, false>(ntiles - 1, c, r0, row_a, row_b, S, sl2, dq, dk0, dv0,
+			     full_k, full_v, empty_k, empty_v, oacc, sacc, pa,
+			     m_a, m_b, l_a, l_b);
+	store_o<T, D>(o + (int64_t)bh * S * D, oacc, l_a, l_b, row_a, row_b, S, lane % 4);
 #endif
 }
 
@@ -759,6 +1125,92 @@ static int launch_wg(const T *q, const T *k, const T *v, T *o, int BH, int S,
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
+/* ---- shared: tensor-map (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
+/* cuTensorMapEncodeTiled through the runtime's driver entry point, so the
+ * kernel needs no libcuda at link time; NULL if the driver has none. */
+static PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder(void)
+{
+	static PFN_cuTensorMapEncodeTiled_v12000 fn;
+	static bool tried;
+
+	if (!tried) {
+		void *p = nullptr;
+		cudaDriverEntryPointQueryResult q;
+
+		tried = true;
+		if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+						     cudaEnableDefault, &q) == cudaSuccess &&
+		    q == cudaDriverEntryPointSuccess)
+			fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
+	}
+	return fn;
+}
+
+/* A row-major [rows, cols] 16-bit matrix, box of box_rows x 64 columns
+ * (128 bytes: the 128-byte swizzle span), zero fill outside. */
+template <typename T>
+static bool tensor_map(CUtensorMap *map, const T *p, int64_t rows, int64_t cols,
+		       int box_rows)
+{
+	PFN_cuTensorMapEncodeTiled_v12000 enc = tensor_map_encoder();
+	const cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+	const cuuint64_t stride[1] = {(cuuint64_t)cols * sizeof(T)};
+	const cuuint32_t box[2] = {64, (cuuint32_t)box_rows}, estride[2] = {1, 1};
+
+	return enc && enc(map, std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+					: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+			  2, (void *)p, dim, stride, box, estride,
+			  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+			  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+			  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+/* ---- end shared: tensor-map ---- */
+
+/* [BH, S, D] as a 3-D map, boxes of 64 columns (the 128-byte swizzle's
+ * span) x rows x one (b,h); zero fill past S within each (b,h). */
+template <typename T>
+static bool tensor_map3(CUtensorMap *map, const T *p, int BH, int S, int D, int rows)
+{
+	PFN_cuTensorMapEncodeTiled_v12000 enc = tensor_map_encoder();
+	const cuuint64_t dim[3] = {(cuuint64_t)D, (cuuint64_t)S, (cuuint64_t)BH};
+	const cuuint64_t stride[2] = {(cuuint64_t)D * sizeof(T),
+				      (cuuint64_t)S * D * sizeof(T)};
+	const cuuint32_t box[3] = {64, (cuuint32_t)rows, 1}, estride[3] = {1, 1, 1};
+
+	return enc && enc(map, std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+					: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+			  3, (void *)p, dim, stride, box, estride,
+			  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+			  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+			  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* 0 launched, 1 not possible here (the caller falls back), -1 error */
+template <typename T, int D>
+static int launch_ws(const T *q, const T *k, const T *v, T *o, int BH, int S,
+		     float scale, cudaStream_t st)
+{
+	static bool ready;      /* the dynamic shared-memory limit, raised once */
+	const int smem = (WS_TILE + 4 * WS_TILE) * D * (int)sizeof(T) + 72 + 1024;
+	const int64_t grid = (int64_t)BH * ((S + WS_TILE - 1) / WS_TILE);
+	CUtensorMap mq, mk, mv;
+
+	if (!tensor_map3(&mq, q, BH, S, D, WS_TILE) ||
+	    !tensor_map3(&mk, k, BH, S, D, WS_TILE) ||
+	    !tensor_map3(&mv, v, BH, S, D, WS_TILE))
+		return 1;
+	if (!ready) {
+		if (cudaFuncSetAttribute(flash_ws<T, D>,
+					 cudaFuncAttributeMaxDynamicSharedMemorySize,
+					 smem) != cudaSuccess)
+			return -1;
+		ready = true;
+	}
+	flash_ws<T, D><<<grid, 384, smem, st>>>(mq, mk, mv, o, BH, S, scale);
+	return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+
 /* ---- shared: have-wgmma (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
 /* wgmma needs compute capability 9.0 (the build targets sm_90a there). */
 static bool have_wgmma(void)
@@ -802,7 +1254,9 @@ static int run(const struct ak_args *a)
 
 		if (al16 && have_wgmma() && D == 64)
 			r = launch_wg<T, 64>(q, k, v, o, BH, S, scale, st);
-		else if (al16 && have_wgmma() && D == 128)
+		else if (al16 && have_wgmma() && D == 128 && WS)
+			r = launch_ws<T, 128>(q, k, v, o, BH, S, scale, st);
+		if (r == 1 && al16 && have_wgmma() && D == 128)
 			r = launch_wg<T, 128>(q, k, v, o, BH, S, scale, st);
 		if (r <= 0)
 			return r;

@@ -101,7 +101,7 @@ static __device__ __forceinline__ float silu_mul(float g, float u)
 
 #if WGMMA
 
-/* ---- shared: mbarrier-tma-wgmma (kept equal in matmul.cu, fused_mlp.cu; tests/t0023-kernel-twins.sh) ---- */
+/* ---- shared: mbarrier-tma-wgmma (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
 /* ---- mbarriers, TMA, clusters ------------------------------------------ */
 
 static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
@@ -128,7 +128,7 @@ static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
 }
 
 /* Arrive on the barrier at the same offset in cluster block `rank`. */
-static __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank)
+[[maybe_unused]] static __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank)
 {
 	asm volatile("{\n.reg .b32 r;\nmapa.shared::cluster.u32 r, %0, %1;\n"
 		     "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r];\n}\n"
@@ -140,21 +140,21 @@ static __device__ __forceinline__ void mbar_arrive(uint32_t bar)
 	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
 }
 
-static __device__ __forceinline__ uint32_t cluster_rank(void)
+[[maybe_unused]] static __device__ __forceinline__ uint32_t cluster_rank(void)
 {
 	uint32_t r;
 	asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
 	return r;
 }
 
-static __device__ __forceinline__ void cluster_sync(void)
+[[maybe_unused]] static __device__ __forceinline__ void cluster_sync(void)
 {
 	asm volatile("barrier.cluster.arrive.release.aligned;\n"
 		     "barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
 /* 2-D tile at (c0 = inner, c1 = outer) into shared memory; completes on bar. */
-static __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map,
+[[maybe_unused]] static __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map,
 						uint32_t bar, int c0, int c1)
 {
 	asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -211,9 +211,15 @@ static __device__ __forceinline__ void setmaxnreg_dec(void)
 	asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(R));
 }
 
-static __device__ __forceinline__ void named_bar(int id, int count)
+[[maybe_unused]] static __device__ __forceinline__ void named_bar(int id, int count)
 {
 	asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
+}
+
+/* Arrive at named barrier id (count threads in all) without waiting. */
+[[maybe_unused]] static __device__ __forceinline__ void named_arrive(int id, int count)
+{
+	asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(count) : "memory");
 }
 /* ---- end shared: mbarrier-tma-wgmma ---- */
 
@@ -783,7 +789,7 @@ static int launch_mma(const T *A, const T *B0, const T *B1, T *C, int M, int N,
 /* ---- host --------------------------------------------------------------- */
 
 #if WGMMA
-/* ---- shared: tensor-map (kept equal in matmul.cu, fused_mlp.cu; tests/t0023-kernel-twins.sh) ---- */
+/* ---- shared: tensor-map (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
 /* cuTensorMapEncodeTiled through the runtime's driver entry point, so the
  * kernel needs no libcuda at link time; NULL if the driver has none. */
 static PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder(void)
