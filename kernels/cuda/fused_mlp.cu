@@ -10,9 +10,15 @@
  * waves x width over 128, 136, 144 and 160 (the SM count from the device);
  * B boxes of such tiles are one BN-row TMA box per product; the staging
  * pitch keeps the fragment stores conflict-free.  The down projection (128
- * tiles of 128 x 256, one wave) is unchanged.  Measured on an H200 at
- * 2048x2048x5504 f16 (doc/results/h200/fused_mlp.md): mma.sync 578 us,
- * wgmma 358, the fitted width 325, and without clusters see below.
+ * tiles of 128 x 256 at 2048 tokens, one wave) is unchanged there; at 512
+ * tokens it has 4 x 8 = 32 tiles, a quarter of the SMs, so it splits K
+ * into up to SPLITK parts (pick_parts), each part's f32 sums to the
+ * workspace and one more kernel adding them in order.  The split is a
+ * kernel instance of its own (SPLIT), so the unsplit shapes run the code
+ * they ran before it.  Judged by the hook on an H100 (f16): 512x2048x5504
+ * 116.3 -> 93.6 us; 2048x2048x5504 and 4096x4096x14336 even.  Measured on
+ * an H200 at 2048x2048x5504 f16 (doc/results/h200/fused_mlp.md): mma.sync
+ * 578 us, wgmma 358, the fitted width 325, and without clusters see below.
  *
  * Two launches of one "NT" GEMM (C[M,N] = A[M,K] B[N,K]^T, both row-major,
  * so both operands are K-major):
@@ -53,6 +59,7 @@
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
+#include <algorithm>
 #include <type_traits>
 #include "autokernel.h"
 
@@ -68,6 +75,7 @@
 #define STAGES 4    /* autokernel: tune 3,4 */
 #define CLUSTER 1   /* autokernel: tune 1,2 */
 #define BN1_FIT 1   /* autokernel: tune 0,1,136 */
+#define SPLITK 4    /* autokernel: tune 1,2,4 */
 
 #define BN2 256                         /* y tile columns (one m64n256k16 per k16) */
 #define BM 128                          /* two consumer warpgroups x 64 rows */
@@ -376,15 +384,18 @@ static __device__ __forceinline__ void wgmma_n(float *d, uint64_t da, uint64_t d
 /*
  * C = A B0^T (NB 1) or silu(A B0^T) * (A B1^T) (NB 2), with a BM x BN tile of
  * each product per block (see the top comment).  Grid: x = M tiles, y = N
- * tiles.  Shared memory: STAGES x (A tile, NB B tiles), 1024-byte aligned,
- * then the full and empty mbarriers.
+ * tiles; with SPLIT (NB 1), z = the parts of K: part z of gridDim.z takes K
+ * tiles [KT z / Z, KT (z + 1) / Z) and stores its f32 sums to P[z][M][N]
+ * instead of C (sum_parts() adds them), and without it the kernel is the
+ * one it was before parts existed.  Shared memory: STAGES x (A tile, NB B
+ * tiles), 1024-byte aligned, then the full and empty mbarriers.
  */
-template <typename T, int BN, int NB, int CM>
+template <typename T, int BN, int NB, int CM, bool SPLIT>
 __global__ void __launch_bounds__(384, 1)
 gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 	   const __grid_constant__ CUtensorMap tmB0,
 	   const __grid_constant__ CUtensorMap tmB1,
-	   T *__restrict__ C, int M, int N, int K)
+	   T *__restrict__ C, float *__restrict__ P, int M, int N, int K)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)     /* wgmma, TMA, clusters: sm_90a only */
 	constexpr int B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + NB * B_BYTES;
@@ -403,7 +414,9 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 	const uint32_t full0 = base + STAGES * STAGE_BYTES, empty0 = full0 + 8 * STAGES;
 	const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 	const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-	const int KT = (K + BK - 1) / BK;
+	const int KT = (K + BK - 1) / BK, Z = SPLIT ? (int)gridDim.z : 1;
+	const int kt0 = SPLIT ? (int)((int64_t)KT * blockIdx.z / Z) : 0;
+	const int nkt = SPLIT ? (int)((int64_t)KT * (blockIdx.z + 1) / Z) - kt0 : KT;
 
 	if (threadIdx.x == 0) {
 		for (int s = 0; s < STAGES; s++) {
@@ -426,12 +439,12 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 			 * never stored, so it is not loaded either) */
 			const int valid = min(BN / BOXR, (N - n0 + BOXR - 1) / BOXR);
 
-			for (int kt = 0; kt < KT; kt++) {
-				const int s = kt % STAGES;
+			for (int i = 0; i < nkt; i++) {
+				const int s = i % STAGES, kt = kt0 + i;
 				const uint32_t fb = full0 + 8 * s;
 				const uint32_t a = base + s * STAGE_BYTES, b = a + A_BYTES;
 
-				mbar_wait(empty0 + 8 * s, (kt / STAGES & 1) ^ 1);
+				mbar_wait(empty0 + 8 * s, (i / STAGES & 1) ^ 1);
 				mbar_expect_tx(fb, A_BYTES + NB * valid * BOXR * 128);
 				tma_load(a, &tmA, fb, kt * BK, m0);
 				for (int j = rank; j < NBOX; j += CM) {
@@ -459,12 +472,12 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 #pragma unroll
 		for (int i = 0; i < NB * BN / 2; i++)
 			acc[i] = 0.f;
-		for (int kt = 0; kt < KT; kt++) {
-			const int s = kt % STAGES;
+		for (int i = 0; i < nkt; i++) {
+			const int s = i % STAGES;
 			const uint32_t a = base + s * STAGE_BYTES + c * 64 * 128;
 			const uint32_t b = base + s * STAGE_BYTES + A_BYTES;
 
-			mbar_wait(full0 + 8 * s, kt / STAGES & 1);
+			mbar_wait(full0 + 8 * s, i / STAGES & 1);
 			wgmma_fence();
 #pragma unroll
 			for (int kk = 0; kk < BK / 16; kk++) {
@@ -478,9 +491,9 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 				}
 			}
 			wgmma_commit();
-			wgmma_wait<1>();        /* the group of tile kt-1 retired */
-			if (kt > 0 && lane == 0) {
-				const uint32_t e = empty0 + 8 * ((kt - 1) % STAGES);
+			wgmma_wait<1>();        /* the group of tile i-1 retired */
+			if (i > 0 && lane == 0) {
+				const uint32_t e = empty0 + 8 * ((i - 1) % STAGES);
 				if constexpr (CM > 1)
 					for (int r = 0; r < CM; r++)
 						mbar_arrive_cluster(e, r);
@@ -490,10 +503,29 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 		}
 		wgmma_wait<0>();
 
+		const int r = warp * 16 + lane / 4;
+		if constexpr (SPLIT) {
+			static_assert(NB == 1, "parts of K: one product");
+			/* a part of K: f32 sums, rows r and r + 8 of each 8 columns
+			 * (N % 8 == 0, so a pair inside N is whole) */
+			float *p = P + (int64_t)blockIdx.z * M * N;
+#pragma unroll
+			for (int i = 0; i < BN / 8; i++) {
+				const int gm = m0 + c * 64 + r, gn = n0 + 8 * i + 2 * (lane % 4);
+
+				if (gn >= N)
+					continue;
+				if (gm < M)
+					*(float2 *)(p + (int64_t)gm * N + gn) =
+						make_float2(acc[4 * i], acc[4 * i + 1]);
+				if (gm + 8 < M)
+					*(float2 *)(p + (int64_t)(gm + 8) * N + gn) =
+						make_float2(acc[4 * i + 2], acc[4 * i + 3]);
+			}
+		} else {
 		/* epilogue: both consumers are done with the stages (bar 1) */
 		named_bar(1, 256);
 		unsigned char *stg = smem + c * 64 * PITCH;
-		const int r = warp * 16 + lane / 4;
 #pragma unroll
 		for (int i = 0; i < BN / 8; i++) {
 			const int col = 8 * i + 2 * (lane % 4);
@@ -514,6 +546,7 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 			if (gm < M && gn < N)
 				*(uint4 *)(C + (int64_t)gm * N + gn) =
 					*(const uint4 *)(stg + row * PITCH + ch * 16);
+		}
 		}
 	}
 	/* a block's shared memory must outlive its peer's remote arrives */
@@ -830,19 +863,19 @@ static bool tensor_map(CUtensorMap *map, const T *p, int64_t rows, int64_t cols,
 }
 /* ---- end shared: tensor-map ---- */
 
-template <typename T, int BN, int NB, int CM>
+template <typename T, int BN, int NB, int CM, bool SPLIT>
 static int launch_cluster(const CUtensorMap &ta, const CUtensorMap &tb0,
-			  const CUtensorMap &tb1, T *C, int M, int N, int K,
-			  int mt, int nt, cudaStream_t st)
+			  const CUtensorMap &tb1, T *C, float *P, int M, int N, int K,
+			  int mt, int nt, int parts, cudaStream_t st)
 {
 	cudaLaunchConfig_t cfg = {};
 	cudaLaunchAttribute attr[1];
 
-	if (cudaFuncSetAttribute(gemm_wgmma<T, BN, NB, CM>,
+	if (cudaFuncSetAttribute(gemm_wgmma<T, BN, NB, CM, SPLIT>,
 				 cudaFuncAttributeMaxDynamicSharedMemorySize,
 				 WG_SMEM(NB, BN)) != cudaSuccess)
 		return -1;
-	cfg.gridDim = dim3(mt, nt);
+	cfg.gridDim = dim3(mt, nt, parts);
 	cfg.blockDim = dim3(384);
 	cfg.dynamicSmemBytes = WG_SMEM(NB, BN);
 	cfg.stream = st;
@@ -852,8 +885,8 @@ static int launch_cluster(const CUtensorMap &ta, const CUtensorMap &tb0,
 	attr[0].val.clusterDim.z = 1;
 	cfg.attrs = attr;
 	cfg.numAttrs = 1;
-	return cudaLaunchKernelEx(&cfg, gemm_wgmma<T, BN, NB, CM>, ta, tb0, tb1, C,
-				  M, N, K) == cudaSuccess ? 0 : -1;
+	return cudaLaunchKernelEx(&cfg, gemm_wgmma<T, BN, NB, CM, SPLIT>, ta, tb0, tb1, C,
+				  P, M, N, K) == cudaSuccess ? 0 : -1;
 }
 
 /* Multiprocessors of the current device (asked once; 132 if it cannot tell). */
@@ -904,10 +937,68 @@ static int pick_bn1(int M, int N)
 	return best;
 }
 
-/* 0 launched, 1 not possible here (use the fallback), -1 launch error */
+/*
+ * How many parts of K the down projection's blocks split into: where its
+ * 128 x 256 tiles are too few to fill the multiprocessors (512 tokens,
+ * D 2048: 4 x 8 = 32 tiles for 132 SMs, a quarter of the GPU busy), the
+ * most parts, up to SPLITK, that still fit in one wave with at least 8 K
+ * tiles (of 64) each.  The parts' f32 sums go to the workspace and one more
+ * kernel adds them in part order (the same bits every call).
+ */
+static int pick_parts(int M, int N, int K)
+{
+	const int64_t tiles = (int64_t)((M + BM - 1) / BM) * ((N + BN2 - 1) / BN2);
+	const int KT = (K + BK - 1) / BK;
+	int z = 1;
+
+	while (z * 2 <= SPLITK && tiles * z * 2 <= sm_count() && KT / (z * 2) >= 8)
+		z *= 2;
+	return z;
+}
+
+/* C = the sum of the parts P[z][M][N] in the input dtype (N % 8 == 0). */
+template <typename T>
+__global__ void __launch_bounds__(256)
+sum_parts(const float *__restrict__ P, T *__restrict__ C, int64_t MN, int parts)
+{
+	for (int64_t i = 4 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x); i < MN;
+	     i += 4 * (int64_t)gridDim.x * blockDim.x) {
+		float4 v = *(const float4 *)(P + i);
+
+		for (int z = 1; z < parts; z++) {
+			const float4 w = *(const float4 *)(P + z * MN + i);
+
+			v.x += w.x;
+			v.y += w.y;
+			v.z += w.z;
+			v.w += w.w;
+		}
+		T o[4] = {from_f32<T>(v.x), from_f32<T>(v.y), from_f32<T>(v.z), from_f32<T>(v.w)};
+		*(uint2 *)(C + i) = *(const uint2 *)o;
+	}
+}
+
+/* The parts of K, unpaired (a part's blocks share no B tile with their
+ * neighbours' parts), then their sums added into C. */
+template <typename T, int BN>
+static int launch_parts(const CUtensorMap &ta, const CUtensorMap &tb, T *C, float *P,
+			int M, int N, int K, int mt, int nt, int parts, cudaStream_t st)
+{
+	const int64_t MN = (int64_t)M * N;
+
+	if (launch_cluster<T, BN, 1, 1, true>(ta, tb, tb, C, P, M, N, K, mt, nt, parts,
+					      st) != 0)
+		return -1;
+	sum_parts<T><<<(int)std::min<int64_t>((MN / 4 + 255) / 256, 8 * sm_count()),
+		       256, 0, st>>>(P, C, MN, parts);
+	return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+/* 0 launched, 1 not possible here (use the fallback), -1 launch error;
+ * parts > 1 (NB 1): the sums of parts of K to P, then added into C */
 template <typename T, int BN, int NB>
-static int launch_wgmma(const T *A, const T *B0, const T *B1, T *C, int M, int N,
-			int K, cudaStream_t st)
+static int launch_wgmma(const T *A, const T *B0, const T *B1, T *C, float *P,
+			int parts, int M, int N, int K, cudaStream_t st)
 {
 	CUtensorMap ta, tb0, tb1;
 	const int mt = (M + BM - 1) / BM, nt = (N + BN - 1) / BN;
@@ -916,10 +1007,16 @@ static int launch_wgmma(const T *A, const T *B0, const T *B1, T *C, int M, int N
 	    !tensor_map(&tb0, B0, N, K, BN % BOX_ROWS == 0 ? BOX_ROWS : BN) ||
 	    !tensor_map(&tb1, NB > 1 ? B1 : B0, N, K, BN % BOX_ROWS == 0 ? BOX_ROWS : BN))
 		return 1;
+	if constexpr (NB == 1) {
+		if (parts > 1)
+			return launch_parts<T, BN>(ta, tb0, C, P, M, N, K, mt, nt, parts, st);
+	}
 	/* clusters pair M tiles; an odd count runs unpaired */
 	if (CLUSTER > 1 && mt % CLUSTER == 0)
-		return launch_cluster<T, BN, NB, CLUSTER>(ta, tb0, tb1, C, M, N, K, mt, nt, st);
-	return launch_cluster<T, BN, NB, 1>(ta, tb0, tb1, C, M, N, K, mt, nt, st);
+		return launch_cluster<T, BN, NB, CLUSTER, false>(ta, tb0, tb1, C, P, M, N, K,
+								 mt, nt, 1, st);
+	return launch_cluster<T, BN, NB, 1, false>(ta, tb0, tb1, C, P, M, N, K, mt, nt,
+						   1, st);
 }
 
 #endif /* WGMMA */
@@ -943,10 +1040,11 @@ static bool have_wgmma(void)
 }
 /* ---- end shared: have-wgmma ---- */
 
-/* C[M,N] = A[M,K] B0[N,K]^T, or silu(A B0^T) * (A B1^T) when B1. */
+/* C[M,N] = A[M,K] B0[N,K]^T, or silu(A B0^T) * (A B1^T) when B1; P: the
+ * f32 scratch for the parts of K (pick_parts(M, N, K) x M x N floats) */
 template <typename T>
-static int gemm_nt(const T *A, const T *B0, const T *B1, T *C, int M, int N,
-		   int K, cudaStream_t st)
+static int gemm_nt(const T *A, const T *B0, const T *B1, T *C, float *P, int M,
+		   int N, int K, cudaStream_t st)
 {
 	if ((M + 63) / 64 > 65535)      /* gridDim.y of the fallbacks */
 		return -1;
@@ -967,19 +1065,20 @@ static int gemm_nt(const T *A, const T *B0, const T *B1, T *C, int M, int N,
 
 			switch (B1 ? pick_bn1(M, N) : 0) {
 			case 0:
-				rc = launch_wgmma<T, BN2, 1>(A, B0, B1, C, M, N, K, st);
+				rc = launch_wgmma<T, BN2, 1>(A, B0, B1, C, P, pick_parts(M, N, K),
+							     M, N, K, st);
 				break;
 			case 136:
-				rc = launch_wgmma<T, 136, 2>(A, B0, B1, C, M, N, K, st);
+				rc = launch_wgmma<T, 136, 2>(A, B0, B1, C, P, 1, M, N, K, st);
 				break;
 			case 144:
-				rc = launch_wgmma<T, 144, 2>(A, B0, B1, C, M, N, K, st);
+				rc = launch_wgmma<T, 144, 2>(A, B0, B1, C, P, 1, M, N, K, st);
 				break;
 			case 160:
-				rc = launch_wgmma<T, 160, 2>(A, B0, B1, C, M, N, K, st);
+				rc = launch_wgmma<T, 160, 2>(A, B0, B1, C, P, 1, M, N, K, st);
 				break;
 			default:
-				rc = launch_wgmma<T, BN1, 2>(A, B0, B1, C, M, N, K, st);
+				rc = launch_wgmma<T, BN1, 2>(A, B0, B1, C, P, 1, M, N, K, st);
 				break;
 			}
 			if (rc <= 0)
@@ -999,11 +1098,32 @@ static size_t elem_size(enum ak_dtype t)
 	return t == AK_F32 ? 4 : 2;
 }
 
+/* Parts of K for the down projection (T x D, K = F) where the wgmma
+ * kernel takes it, else 1. */
+static int down_parts(enum ak_dtype t, int64_t Tn, int64_t D, int64_t F)
+{
+#if WGMMA
+	if (t != AK_F32 && Tn > 0 && D > 0 && F > 0 && have_wgmma())
+		return pick_parts((int)Tn, (int)D, (int)F);
+#endif
+	(void)t, (void)Tn, (void)D, (void)F;
+	return 1;
+}
+
+/* Bytes of h, rounded to 256; the parts' f32 sums follow. */
+static size_t h_bytes(int64_t Tn, int64_t F, enum ak_dtype t)
+{
+	return ((size_t)(Tn * F) * elem_size(t) + 255) & ~(size_t)255;
+}
+
 extern "C" size_t ak_workspace_size(const struct ak_args *a)
 {
-	const int64_t T = a->in[0].shape[0], F = a->in[1].shape[0];
+	const int64_t T = a->in[0].shape[0], D = a->in[0].shape[1];
+	const int64_t F = a->in[1].shape[0];
+	const enum ak_dtype t = a->in[0].dtype;
+	const int parts = down_parts(t, T, D, F);
 
-	return (size_t)(T * F) * elem_size(a->in[0].dtype);
+	return h_bytes(T, F, t) + (parts > 1 ? (size_t)parts * T * D * sizeof(float) : 0);
 }
 
 template <typename T>
@@ -1021,11 +1141,13 @@ static int run(const struct ak_args *a)
 	if (F == 0)
 		return cudaMemsetAsync(y, 0, (size_t)Tn * D * sizeof(T), st) ==
 		       cudaSuccess ? 0 : -1;
-	if (!h || a->workspace_size < (size_t)Tn * F * sizeof(T))
+	if (!h || a->workspace_size < ak_workspace_size(a))
 		return -1;
-	if (gemm_nt<T>(x, wg, wu, h, Tn, F, D, st) != 0)
+	float *P = (float *)((char *)a->workspace + h_bytes(Tn, F, a->in[0].dtype));
+
+	if (gemm_nt<T>(x, wg, wu, h, nullptr, Tn, F, D, st) != 0)
 		return -1;
-	return gemm_nt<T>(h, wd, nullptr, y, Tn, D, F, st);
+	return gemm_nt<T>(h, wd, nullptr, y, P, Tn, D, F, st);
 }
 
 extern "C" int ak_kernel(const struct ak_args *a)
