@@ -1044,8 +1044,10 @@ static const struct op op_reduce = {
 	.scalar_desc = NULL,
 	.compute_bound = 0,
 	.smoke_shape = "4x32",
+	/* 600x70000: rows that fill a GPU of up to 150 SMs, each longer
+	 * than one trip of 1024 threads (the many-long-rows path) */
 	.test_shapes = { "1x4096", "64x8192", "1024x1024", "4096x256",
-			 "256x32768", "2048x2048", NULL },
+			 "256x32768", "2048x2048", "600x70000", NULL },
 	.edge_shapes = { "1x1", "3x7", "17x1000", "127x4097", "1000x3",
 			 "1x65537", "4097x1", NULL },
 	.bench_shape = "8192x8192",
