@@ -14,7 +14,12 @@
 # BACKEND (cuda) the backend; JOBS (1) how many ops at once: their
 # builds and stages overlap, and their benchmarks take the device in
 # turn (the device lock in the user's cache), so the figures are those
-# of a device timed alone.
+# of a device timed alone.  A benchmark holds the device while the
+# parent checks each timed call on the host, on cores/JOBS threads; where
+# a checked row reads a whole input (cross_entropy's one loss,
+# fused_mlp's weights) that is most of the time (8192x128256
+# cross_entropy on 5 threads of 16: 18 calls in 89 s), so there JOBS 1
+# is the faster.
 set -u
 out=${1:?usage: scripts/real-shapes.sh OUTDIR [OP...]}
 shift
