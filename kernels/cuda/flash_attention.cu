@@ -1200,6 +1200,14 @@ static int launch_ws(const T *q, const T *k, const T *v, T *o, int BH, int S,
 	    !tensor_map3(&mv, v, BH, S, D, WS_TILE))
 		return 1;
 	if (!ready) {
+		cudaFuncAttributes fa;
+
+		/* setmaxnreg 240 for 256 consumers and 24 for the producer fit
+		 * only in the 168 a thread ptxas gives 384 threads; with fewer
+		 * (a -maxrregcount) the consumers would wait forever */
+		if (cudaFuncGetAttributes(&fa, flash_ws<T, D>) != cudaSuccess ||
+		    fa.numRegs * 384 < 240 * 256 + 24 * 128)
+			return 1;
 		if (cudaFuncSetAttribute(flash_ws<T, D>,
 					 cudaFuncAttributeMaxDynamicSharedMemorySize,
 					 smem) != cudaSuccess)
