@@ -523,30 +523,30 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 						make_float2(acc[4 * i + 2], acc[4 * i + 3]);
 			}
 		} else {
-		/* epilogue: both consumers are done with the stages (bar 1) */
-		named_bar(1, 256);
-		unsigned char *stg = smem + c * 64 * PITCH;
+			/* epilogue: both consumers are done with the stages (bar 1) */
+			named_bar(1, 256);
+			unsigned char *stg = smem + c * 64 * PITCH;
 #pragma unroll
-		for (int i = 0; i < BN / 8; i++) {
-			const int col = 8 * i + 2 * (lane % 4);
-			float v[4];
+			for (int i = 0; i < BN / 8; i++) {
+				const int col = 8 * i + 2 * (lane % 4);
+				float v[4];
 #pragma unroll
-			for (int e = 0; e < 4; e++)
-				v[e] = NB == 2 ? silu_mul(acc[4 * i + e], acc[BN / 2 + 4 * i + e])
-					       : acc[4 * i + e];
-			T v0[2] = {from_f32<T>(v[0]), from_f32<T>(v[1])};
-			T v1[2] = {from_f32<T>(v[2]), from_f32<T>(v[3])};
-			*(uint32_t *)(stg + r * PITCH + col * 2) = *(uint32_t *)v0;
-			*(uint32_t *)(stg + (r + 8) * PITCH + col * 2) = *(uint32_t *)v1;
-		}
-		named_bar(2 + c, 128);
-		for (int idx = tid; idx < 64 * (BN / 8); idx += 128) {
-			const int row = idx / (BN / 8), ch = idx % (BN / 8);
-			const int gm = m0 + c * 64 + row, gn = n0 + ch * 8;
-			if (gm < M && gn < N)
-				*(uint4 *)(C + (int64_t)gm * N + gn) =
-					*(const uint4 *)(stg + row * PITCH + ch * 16);
-		}
+				for (int e = 0; e < 4; e++)
+					v[e] = NB == 2 ? silu_mul(acc[4 * i + e], acc[BN / 2 + 4 * i + e])
+						       : acc[4 * i + e];
+				T v0[2] = {from_f32<T>(v[0]), from_f32<T>(v[1])};
+				T v1[2] = {from_f32<T>(v[2]), from_f32<T>(v[3])};
+				*(uint32_t *)(stg + r * PITCH + col * 2) = *(uint32_t *)v0;
+				*(uint32_t *)(stg + (r + 8) * PITCH + col * 2) = *(uint32_t *)v1;
+			}
+			named_bar(2 + c, 128);
+			for (int idx = tid; idx < 64 * (BN / 8); idx += 128) {
+				const int row = idx / (BN / 8), ch = idx % (BN / 8);
+				const int gm = m0 + c * 64 + row, gn = n0 + ch * 8;
+				if (gm < M && gn < N)
+					*(uint4 *)(C + (int64_t)gm * N + gn) =
+						*(const uint4 *)(stg + row * PITCH + ch * 16);
+			}
 		}
 	}
 	/* a block's shared memory must outlive its peer's remote arrives */
