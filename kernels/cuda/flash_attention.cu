@@ -283,11 +283,17 @@ static __device__ __forceinline__ void wgmma_rs(wg_acc<64> &a, const uint32_t *p
 	WGMMA_RS_N64("bf16");
 }
 
-#define WGMMA_SS_N128(TY) \
+/* ---- shared: wgmma-n128 (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
+/* d[0..63] (+)= A B, m64n128k16: SD 0 overwrites d; TB 1: B is N-major. */
+#define WGMMA_N128(TY, SD) \
 	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
-		     "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " \
-		     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n" \
-		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+		  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " \
+		  "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+		  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+		  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+		  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" "}, " \
+		  "%64, %65, p, 1, 1, 0, %67;\n}\n" \
+		  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
 		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
 		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
 		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
@@ -295,12 +301,15 @@ static __device__ __forceinline__ void wgmma_rs(wg_acc<64> &a, const uint32_t *p
 		  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
 		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
 		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
-		: "l"(da), "l"(db), "r"(acc))
+		  : "l"(da), "l"(db), "r"(SD), "n"(TB))
+/* ---- end shared: wgmma-n128 ---- */
 
 static __device__ __forceinline__ void wgmma_ss(wg_acc<128> &a, uint64_t da, uint64_t db, int acc, __half)
 {
 	float *d = a.r;
-	WGMMA_SS_N128("f16");
+	constexpr int TB = 0;      /* K is [key][d]: B K-major */
+
+	WGMMA_N128("f16", acc);
 }
 
 #define WGMMA_RS_N128(TY) \
@@ -326,7 +335,9 @@ static __device__ __forceinline__ void wgmma_rs(wg_acc<128> &a, const uint32_t *
 static __device__ __forceinline__ void wgmma_ss(wg_acc<128> &a, uint64_t da, uint64_t db, int acc, __nv_bfloat16)
 {
 	float *d = a.r;
-	WGMMA_SS_N128("bf16");
+	constexpr int TB = 0;      /* K is [key][d]: B K-major */
+
+	WGMMA_N128("bf16", acc);
 }
 static __device__ __forceinline__ void wgmma_rs(wg_acc<128> &a, const uint32_t *p, uint64_t db, __nv_bfloat16)
 {

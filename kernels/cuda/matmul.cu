@@ -259,8 +259,9 @@ static __device__ __forceinline__ void wgmma_n256(float *d, uint64_t da, uint64_
 		WGMMA_N256("bf16");
 }
 
-/* ---- shared: wgmma-n128 (kept equal in matmul.cu, fused_mlp.cu; tests/t0023-kernel-twins.sh) ---- */
-#define WGMMA_N128(TY) \
+/* ---- shared: wgmma-n128 (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
+/* d[0..63] (+)= A B, m64n128k16: SD 0 overwrites d; TB 1: B is N-major. */
+#define WGMMA_N128(TY, SD) \
 	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
 		  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " \
 		  "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
@@ -276,7 +277,7 @@ static __device__ __forceinline__ void wgmma_n256(float *d, uint64_t da, uint64_
 		  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
 		  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
 		  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
-		  : "l"(da), "l"(db), "r"(1), "n"(TB))
+		  : "l"(da), "l"(db), "r"(SD), "n"(TB))
 /* ---- end shared: wgmma-n128 ---- */
 
 /* d[0..63] += A B, m64n128k16: the narrow tile (TN 128) */
@@ -284,9 +285,9 @@ template <typename T, int TB>
 static __device__ __forceinline__ void wgmma_n128(float *d, uint64_t da, uint64_t db)
 {
 	if constexpr (std::is_same_v<T, __half>)
-		WGMMA_N128("f16");
+		WGMMA_N128("f16", 1);
 	else
-		WGMMA_N128("bf16");
+		WGMMA_N128("bf16", 1);
 }
 
 /*
