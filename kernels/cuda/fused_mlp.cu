@@ -7,7 +7,7 @@
  * of 128 x (2 x 128) for 132 SMs, one block per SM: 6 waves, the last 21%
  * full.  With 136-column tiles (m64n136k16, 136 accumulators per thread) it
  * is 16 x 41 = 656 tiles, 5 waves of 6% longer tiles.  The launch minimizes
- * waves x width over 128, 136, 144 and 160 (the SM count from the device);
+ * waves x width over 128, 136, 144, 160 and 88 (the SM count from the device);
  * B boxes of such tiles are one BN-row TMA box per product; the staging
  * pitch keeps the fragment stores conflict-free.  The down projection (128
  * tiles of 128 x 256 at 2048 tokens, one wave) is unchanged there; at 512
@@ -67,14 +67,14 @@
  * Tunables.  WGMMA 1 selects the Hopper kernel below for f16/bf16 on
  * compute capability 9.0 (elsewhere the mma.sync kernel runs); 0 keeps
  * both GEMMs on the mma.sync kernel.  BN1_FIT 1 picks the first GEMM's tile width per shape
- * (see the top comment); 0 keeps BN1; 136, 144 or 160 forces that width on
+ * (see the top comment); 0 keeps BN1; 88, 136, 144 or 160 forces that width on
  * every shape, which is how the five stages reach the wider kernels (their
- * test shapes are one wave, where the fit always picks 128).
+ * test shapes are one wave, where the fit picks 88, or 128 at 8x64x12288).
  */
 #define WGMMA 1     /* autokernel: tune 0,1 */
 #define STAGES 4    /* autokernel: tune 3,4 */
 #define CLUSTER 1   /* autokernel: tune 1,2 */
-#define BN1_FIT 1   /* autokernel: tune 0,1,136 */
+#define BN1_FIT 1   /* autokernel: tune 0,1,88,136 */
 #define SPLITK 4    /* autokernel: tune 1,2,4 */
 
 #define BN2 256                         /* y tile columns (one m64n256k16 per k16) */
@@ -254,6 +254,21 @@ static __device__ __forceinline__ void setmaxnreg_dec(void)
 		  : "l"(da), "l"(db), "r"(SD), "n"(TB))
 /* ---- end shared: wgmma-n128 ---- */
 
+#define WGMMA_N88(TY) \
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %46, 0;\n" \
+		  "wgmma.mma_async.sync.aligned.m64n88k16.f32." TY "." TY " " \
+		  "{" "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+		  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+		  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43" "}, " \
+		  "%44, %45, p, 1, 1, 0, %47;\n}\n" \
+		  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+		  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+		  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+		  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+		  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+		  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]) \
+		  : "l"(da), "l"(db), "r"(1), "n"(TB))
+
 #define WGMMA_N136(TY) \
 	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n" \
 		  "wgmma.mma_async.sync.aligned.m64n136k16.f32." TY "." TY " " \
@@ -352,7 +367,12 @@ static __device__ __forceinline__ void setmaxnreg_dec(void)
 template <typename T, int N, int TB>
 static __device__ __forceinline__ void wgmma_n(float *d, uint64_t da, uint64_t db)
 {
-	if constexpr (N == 128) {
+	if constexpr (N == 88) {
+		if constexpr (std::is_same_v<T, __half>)
+			WGMMA_N88("f16");
+		else
+			WGMMA_N88("bf16");
+	} else if constexpr (N == 128) {
 		if constexpr (std::is_same_v<T, __half>)
 			WGMMA_N128("f16", 1);
 		else
@@ -910,19 +930,23 @@ static int sm_count(void)
 /*
  * The first GEMM's tile width for M x N: each block of the one-block-per-SM
  * kernel takes time ~ BN, the grid runs in ceil(tiles / resident) waves, so
- * minimize waves * BN (ties: the narrower tile).  2048 x 5504: 128 -> 688
- * tiles, 6 waves on 132 SMs (the last one 21% full); 136 -> 656 tiles, 5
- * waves: 680 against 768.
+ * minimize waves * BN (ties: the first in cand[], so 88 only where it is
+ * strictly better).  2048 x 5504: 128 -> 688 tiles, 6 waves on 132 SMs
+ * (the last one 21% full); 136 -> 656 tiles, 5 waves: 680 against 768.
+ * 512 x 5504: 128 -> 172 tiles, 2 waves (the second 30% full); 88 -> 252
+ * tiles, 2 waves of tiles 31% narrower: 176 against 256.  Shapes of one
+ * wave of 88 take 88; 8 x 12288 (a test shape) keeps 128.
  */
 static int pick_bn1(int M, int N)
 {
-	static const int cand[] = {128, 136, 144, 160};
+	static const int cand[] = {128, 136, 144, 160, 88};
 	const int mt = (M + BM - 1) / BM, cm = CLUSTER > 1 && mt % CLUSTER == 0 ? CLUSTER : 1;
 	const int64_t slots = (int64_t)(sm_count() / cm * cm);
 	int best = BN1;
 	int64_t best_cost = -1;
 
-	static_assert(BN1_FIT <= 1 || BN1_FIT == 136 || BN1_FIT == 144 || BN1_FIT == 160,
+	static_assert(BN1_FIT <= 1 || BN1_FIT == 88 || BN1_FIT == 136 || BN1_FIT == 144 ||
+		      BN1_FIT == 160,
 		      "BN1_FIT: 0, 1 or a width with a wgmma wrapper");
 	if (BN1_FIT != 1)
 		return BN1_FIT ? BN1_FIT : BN1;
@@ -1068,6 +1092,9 @@ static int gemm_nt(const T *A, const T *B0, const T *B1, T *C, float *P, int M,
 			case 0:
 				rc = launch_wgmma<T, BN2, 1>(A, B0, B1, C, P, pick_parts(M, N, K),
 							     M, N, K, st);
+				break;
+			case 88:
+				rc = launch_wgmma<T, 88, 2>(A, B0, B1, C, P, 1, M, N, K, st);
 				break;
 			case 136:
 				rc = launch_wgmma<T, 136, 2>(A, B0, B1, C, P, 1, M, N, K, st);
