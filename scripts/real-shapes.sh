@@ -11,8 +11,10 @@
 #   PATH=/tmp/git-autokernel/bin:$PATH scripts/real-shapes.sh $OUT/shapes
 #
 # AUTOKERNEL_BENCH_MS (default 300 here) is each benchmark's budget;
-# BACKEND (cuda) the backend; JOBS (1) how many ops at once: their
-# builds and stages overlap, and their benchmarks take the device in
+# BACKEND (cuda) the backend; KERNELS a folder whose <op>.<ext> (a
+# candidate, judge.sh's best.<ext>) an op starts from instead of the
+# tool's starter; JOBS (1) how many ops at once: their builds and
+# stages overlap, and their benchmarks take the device in
 # turn (the device lock in the user's cache), so the figures are those
 # of a device timed alone.  A benchmark holds the device while the
 # parent checks each timed call on the host, on cores/JOBS threads; where
@@ -24,6 +26,8 @@ set -u
 out=${1:?usage: scripts/real-shapes.sh OUTDIR [OP...]}
 shift
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+test -z "${KERNELS:-}" || KERNELS=$(cd "$KERNELS" && pwd) || exit 2
+export KERNELS
 export AUTOKERNEL_BENCH_MS=${AUTOKERNEL_BENCH_MS:-300}
 backend=${BACKEND:-cuda}
 jobs=${JOBS:-1}
@@ -54,6 +58,8 @@ run_op () {
 		exit 3
 	args=
 	for s in $list; do args="$args --shape $s:1"; done
+	from=$(ls "${KERNELS:-/nonexistent}/$op".* 2>/dev/null | head -1)
+	test -n "$from" && args="$args --from $from"
 	# shellcheck disable=SC2086
 	if ! git autokernel start "$op" --backend "$backend" $args \
 		>"$out/$op-start.log" 2>&1; then
