@@ -1407,9 +1407,12 @@ static const struct op op_flash_attention = {
 	.smoke_shape = "1x2x16x16",
 	/* 1x3x200x128: head dim 128's 128-row tiles cut by S (the last
 	 * query tile's second half past the end); 2x2x17x128: one tile,
-	 * mostly past S */
+	 * mostly past S; 2x40x256x128: 160 query tiles of 128 rows, more
+	 * than an H100's or H200's 132 SMs (a kernel with a block an SM
+	 * takes two in some blocks) */
 	.test_shapes = { "1x4x128x64", "1x4x512x64", "1x2x1024x64",
-			 "1x2x256x128", "1x3x200x128", "2x8x64x32", NULL },
+			 "1x2x256x128", "1x3x200x128", "2x40x256x128", "2x8x64x32",
+			 NULL },
 	.edge_shapes = { "1x1x1x1", "1x1x1x16", "1x3x7x5", "2x3x17x24",
 			 "1x2x127x80", "1x1x129x64", "1x1x33x96", "2x2x17x128",
 			 NULL },
