@@ -212,8 +212,10 @@ mean_loss(const float *__restrict__ rows, float *__restrict__ out, int64_t N)
 	}
 }
 
-/* Programmatic dependent launch needs compute capability 9.0. */
-static bool have_pdl(void)
+/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu; tests/t0023-kernel-twins.sh) ---- */
+/* The device's compute capability major (0 where it cannot be read), asked
+ * once. */
+static int cc_major(void)
 {
 	static int cc = -1;
 
@@ -226,8 +228,15 @@ static bool have_pdl(void)
 			major = 0;
 		cc = major;
 	}
-	return cc >= 9;
+	return cc;
 }
+
+/* wgmma needs compute capability 9.0 (the build targets sm_90a there). */
+[[maybe_unused]] static bool have_wgmma(void)
+{
+	return cc_major() == 9;
+}
+/* ---- end shared: compute-capability ---- */
 
 /* mean_loss after row_loss on st, as a dependent launch where it can be */
 static cudaError_t launch_mean(const float *rows, float *out, int64_t N,
@@ -239,7 +248,7 @@ static cudaError_t launch_mean(const float *rows, float *out, int64_t N,
 	cfg.gridDim = dim3(1);
 	cfg.blockDim = dim3(FINAL_BLOCK);
 	cfg.stream = st;
-	if (PDL && have_pdl()) {
+	if (PDL && cc_major() >= 9) {   /* programmatic launches: cc 9.0 on */
 		at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
 		at[0].val.programmaticStreamSerializationAllowed = 1;
 		cfg.attrs = at;

@@ -1230,9 +1230,10 @@ static int launch_ws(const T *q, const T *k, const T *v, T *o, int BH, int S,
 }
 
 
-/* ---- shared: have-wgmma (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
-/* wgmma needs compute capability 9.0 (the build targets sm_90a there). */
-static bool have_wgmma(void)
+/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu; tests/t0023-kernel-twins.sh) ---- */
+/* The device's compute capability major (0 where it cannot be read), asked
+ * once. */
+static int cc_major(void)
 {
 	static int cc = -1;
 
@@ -1245,9 +1246,15 @@ static bool have_wgmma(void)
 			major = 0;
 		cc = major;
 	}
-	return cc == 9;
+	return cc;
 }
-/* ---- end shared: have-wgmma ---- */
+
+/* wgmma needs compute capability 9.0 (the build targets sm_90a there). */
+[[maybe_unused]] static bool have_wgmma(void)
+{
+	return cc_major() == 9;
+}
+/* ---- end shared: compute-capability ---- */
 
 template <typename T>
 static int run(const struct ak_args *a)

@@ -1046,9 +1046,10 @@ static int launch_wgmma(const T *A, const T *B0, const T *B1, T *C, float *P,
 
 #endif /* WGMMA */
 
-/* ---- shared: have-wgmma (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
-/* wgmma needs compute capability 9.0 (the build targets sm_90a there). */
-static bool have_wgmma(void)
+/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu; tests/t0023-kernel-twins.sh) ---- */
+/* The device's compute capability major (0 where it cannot be read), asked
+ * once. */
+static int cc_major(void)
 {
 	static int cc = -1;
 
@@ -1061,9 +1062,15 @@ static bool have_wgmma(void)
 			major = 0;
 		cc = major;
 	}
-	return cc == 9;
+	return cc;
 }
-/* ---- end shared: have-wgmma ---- */
+
+/* wgmma needs compute capability 9.0 (the build targets sm_90a there). */
+[[maybe_unused]] static bool have_wgmma(void)
+{
+	return cc_major() == 9;
+}
+/* ---- end shared: compute-capability ---- */
 
 /* C[M,N] = A[M,K] B0[N,K]^T, or silu(A B0^T) * (A B1^T) when B1; P: the
  * f32 scratch for the parts of K (pick_parts(M, N, K) x M x N floats) */

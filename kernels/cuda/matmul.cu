@@ -899,9 +899,10 @@ static int launch_mma(const T *A, const T *B, T *C, int M, int N, int K, cudaStr
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
-/* ---- shared: have-wgmma (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
-/* wgmma needs compute capability 9.0 (the build targets sm_90a there). */
-static bool have_wgmma(void)
+/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu; tests/t0023-kernel-twins.sh) ---- */
+/* The device's compute capability major (0 where it cannot be read), asked
+ * once. */
+static int cc_major(void)
 {
 	static int cc = -1;
 
@@ -914,9 +915,15 @@ static bool have_wgmma(void)
 			major = 0;
 		cc = major;
 	}
-	return cc == 9;
+	return cc;
 }
-/* ---- end shared: have-wgmma ---- */
+
+/* wgmma needs compute capability 9.0 (the build targets sm_90a there). */
+[[maybe_unused]] static bool have_wgmma(void)
+{
+	return cc_major() == 9;
+}
+/* ---- end shared: compute-capability ---- */
 
 /* The K slices of the decode path: enough blocks for two a SM, each slice
  * at least two tiles of K. */
