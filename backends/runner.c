@@ -456,10 +456,13 @@ cleanup:
 
 /*
  * Interleaved timing with fresh inputs for every call
- * (doc/runner-protocol.md).  A round times every slot once, each on its
- * own set of buffers, then a device copy of copy_bytes (the op's minimum
- * traffic: half read, half written), so A and B see the same clocks and
- * the same thermal state.  Before call k its inputs are generated afresh
+ * (doc/runner-protocol.md).  A round times every slot once, then a device
+ * copy of copy_bytes (the op's minimum traffic: half read, half written),
+ * so A and B see the same clocks and the same thermal state.  The rounds
+ * take turns (round_slot(), round_set()) at which slot goes first and on
+ * which set of buffers each slot runs: where the buffers lie in memory, or
+ * going first after the copy, can move a kernel's time by a percent, and
+ * a schedule that fixed them would hand that percent to one kernel.  Before call k its inputs are generated afresh
  * on the device from ak_call_seed(seed, k) and its outputs poisoned, then
  * the cache is flushed; after it the parent picks the elements it checks
  * and the runner copies them back.
@@ -473,6 +476,7 @@ struct bench {
 	void *copy_src, *copy_dst;
 	size_t copy_bytes, check_off, check_bytes;
 	json_t *times[MAX_SLOTS + 1];
+	json_t *sets[MAX_SLOTS], *positions[MAX_SLOTS];
 	char *line;             /* the parent's answers */
 	size_t cap;
 };
@@ -645,24 +649,46 @@ static int copy_spans(struct bench *b, const struct dset *s, json_t *spans,
 }
 
 /*
- * Call k: fresh inputs, poisoned outputs, a cold cache, the timed call,
- * then the parent's choice of what to check.  0 go on, 1 stop (the
- * parent said so), or a reply that ends the benchmark in *res.
+ * The schedule of n slots: round r times, at position p, the slot
+ * round_slot(), and slot i on the buffers of set round_set().  Over n * n
+ * rounds every slot is timed once at every position on every set (i's
+ * position is (i - r) mod n, its set (i + r / n) mod n: the two run
+ * through their values independently).
  */
-static int timed_call(struct bench *b, int i, FILE *out, double *us,
+static int round_slot(int n, uint64_t r, int p)
+{
+	return (int)((p + r) % (uint64_t)n);
+}
+
+static int round_set(int n, uint64_t r, int i)
+{
+	return (int)((i + r / (uint64_t)n) % (uint64_t)n);
+}
+
+/*
+ * Call k: slot i on set j (its inputs and outputs; the workspace is always
+ * set i's, sized for slot i's kernel): fresh inputs, poisoned outputs, a
+ * cold cache, the timed call, then the parent's choice of what to check.
+ * 0 go on, 1 stop (the parent said so), or a reply that ends the
+ * benchmark in *res.
+ */
+static int timed_call(struct bench *b, int i, int j, FILE *out, double *us,
 		      json_t **res)
 {
 	uint64_t k = b->calls++, seed = ak_call_seed(b->seed, k);
 	struct strbuf why = STRBUF_INIT;
+	struct ak_args args = b->set[j].args;
 	json_t *ans;
 	int rc = 0, stop, r;
 
-	if (refresh(&b->set[i], &b->l, b->gen, seed) ||
+	args.workspace = b->set[i].args.workspace;
+	args.workspace_size = b->set[i].args.workspace_size;
+	if (refresh(&b->set[j], &b->l, b->gen, seed) ||
 	    dev_flush_cache() || dev_timer_start()) {
 		*res = fail("%s", dev_error());
 		return -1;
 	}
-	rc = slots[b->slot[i]].fn(&b->set[i].args);
+	rc = slots[b->slot[i]].fn(&args);
 	if (dev_timer_stop(us) || dev_after_call()) {
 		*res = fail("%s", dev_error());
 		return -1;
@@ -680,7 +706,7 @@ static int timed_call(struct bench *b, int i, FILE *out, double *us,
 		return -1;
 	}
 	stop = json_is_true(json_object_get(ans, "stop"));
-	r = copy_spans(b, &b->set[i], json_object_get(ans, "spans"), k, &why);
+	r = copy_spans(b, &b->set[j], json_object_get(ans, "spans"), k, &why);
 	json_decref(ans);
 	if (r) {
 		*res = r < 0 ? fail("%s", dev_error()) : fail("%s", why.buf);
@@ -716,18 +742,30 @@ static json_t *bench_loop(struct bench *b, json_t *req, FILE *out)
 
 	for (int i = 0; i <= b->n_slots; i++)
 		b->times[i] = json_array();
+	for (int i = 0; i < b->n_slots; i++) {
+		b->sets[i] = json_array();
+		b->positions[i] = json_array();
+	}
 	for (int it = 0; it < warmup + iters; it++) {
-		int stop = 0;
+		int stop = 0, n = b->n_slots;
+		/* the timed rounds' schedule starts at its beginning */
+		uint64_t r = (uint64_t)(it >= warmup ? it - warmup : it);
 
-		for (int i = 0; i < b->n_slots && !stop; i++) {
+		for (int p = 0; p < n && !stop; p++) {
+			int i = round_slot(n, r, p);
+			int j = round_set(n, r, i);
 			double us = 0;
 
-			stop = timed_call(b, i, out, &us, &res);
+			stop = timed_call(b, i, j, out, &us, &res);
 			if (stop < 0)
 				return res;
 			spent += us / 1e3;
-			if (it >= warmup)
+			if (it >= warmup) {
 				json_array_append_new(b->times[i], json_real(us));
+				json_array_append_new(b->sets[i], json_integer(j));
+				json_array_append_new(b->positions[i],
+						      json_integer(p));
+			}
 		}
 		if (b->copy_bytes && !stop) {
 			double us = 0;
@@ -739,7 +777,8 @@ static json_t *bench_loop(struct bench *b, json_t *req, FILE *out)
 						      json_real(us));
 		}
 		if (stop || (budget > 0 && spent > budget &&
-			     it >= warmup + min_iters))
+			     it >= warmup + min_iters &&
+			     (r + 1) % (uint64_t)(n * n) == 0))
 			break;
 	}
 	return NULL;
@@ -749,7 +788,7 @@ static json_t *bench_loop(struct bench *b, json_t *req, FILE *out)
 static json_t *bench_finish(struct bench *b)
 {
 	struct strbuf why = STRBUF_INIT;
-	json_t *res, *times;
+	json_t *res, *times, *sets, *positions;
 	char what[128];
 
 	for (int i = 0; i < b->n_slots; i++) {
@@ -764,15 +803,20 @@ static json_t *bench_finish(struct bench *b)
 		}
 	}
 	times = json_object();
+	sets = json_object();
+	positions = json_object();
 	for (int i = 0; i < b->n_slots; i++) {
 		char key[16];
 
 		snprintf(key, sizeof(key), "%d", b->slot[i]);
 		json_object_set(times, key, b->times[i]);
+		json_object_set(sets, key, b->sets[i]);
+		json_object_set(positions, key, b->positions[i]);
 	}
 	if (b->copy_bytes)
 		json_object_set(times, "copy", b->times[b->n_slots]);
-	res = json_pack("{s:b,s:i,s:o,s:I}", "ok", 1, "rc", 0, "times", times,
+	res = json_pack("{s:b,s:i,s:o,s:o,s:o,s:I}", "ok", 1, "rc", 0,
+			"times", times, "sets", sets, "positions", positions,
 			"calls", (json_int_t)b->calls);
 	strbuf_release(&why);
 	return res;
@@ -806,6 +850,10 @@ static json_t *req_bench(json_t *req, FILE *out)
 		dev_free(b->copy_dst);
 	for (int i = 0; i <= MAX_SLOTS; i++)
 		json_decref(b->times[i]);
+	for (int i = 0; i < MAX_SLOTS; i++) {
+		json_decref(b->sets[i]);
+		json_decref(b->positions[i]);
+	}
 	free(b->line);
 	free(b);
 	strbuf_release(&why);

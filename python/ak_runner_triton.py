@@ -575,12 +575,14 @@ class Set:
                 raise Failure("ak_workspace_size() asked for an absurd size")
             self.ws = GBuf(n)
 
-    def args(self):
+    def args(self, ws=None):
         """A call's Args: new for every call, so that nothing a kernel
-        does to them reaches the next."""
+        does to them reaches the next.  ws: the set whose workspace it
+        gets (this one by default)."""
         a = Args(list(self.in_views), list(self.out_views), self.lay.scalar)
-        if self.ws:
-            a.workspace, a.workspace_size = self.ws.data, self.ws.n
+        ws = (ws or self).ws
+        if ws:
+            a.workspace, a.workspace_size = ws.data, ws.n
         return a
 
     def poison(self):
@@ -736,7 +738,7 @@ class Bench:
         if self.check_offset < 0 or self.check_bytes < 0 or \
                 self.check_offset + 2 * self.check_bytes > self.m.size:
             raise Failure("the check area is outside the mapping")
-        self.sets = [device_call(Set, self.lay, k) for k in self.kernels]
+        self.bufs = [device_call(Set, self.lay, k) for k in self.kernels]
         n = int(req.get("copy_bytes", 0)) // 2
         self.copy = (dev.alloc(n), dev.alloc(n)) if n else None
         if self.copy:
@@ -744,18 +746,21 @@ class Bench:
         self.times = {str(n): [] for n in self.slots}
         self.times["copy"] = []
         self.excess = {key: [] for key in self.times}
+        self.sets = {str(n): [] for n in self.slots}
+        self.positions = {str(n): [] for n in self.slots}
         self.calls = 0
         self.spent = 0.0
 
-    def call(self, i, timed):
-        """Call number self.calls, of slot i: steps 1 to 6.  Returns the
-        final reply when the benchmark ends here, else None."""
-        k, s, slot = self.kernels[i], self.sets[i], self.slots[i]
+    def call(self, i, j, p, timed):
+        """Call number self.calls, of slot i on set j (its workspace set
+        i's), at position p of its round: steps 1 to 6.  Returns the final
+        reply when the benchmark ends here, else None."""
+        k, s, slot = self.kernels[i], self.bufs[j], self.slots[i]
         seed = call_seed(self.seed, self.calls)
-        for j, g in enumerate(self.gens):
-            generate(s.in_views[j], g, seed, j)
+        for t, g in enumerate(self.gens):
+            generate(s.in_views[t], g, seed, t)
         s.poison()
-        a = s.args()
+        a = s.args(self.bufs[i])
         dev.flush_cache()
         dev.timer_start()
         rc = k.run(a)
@@ -773,6 +778,8 @@ class Bench:
         if timed:
             self.times[str(slot)].append(us)
             self.excess[str(slot)].append(dev.excess_us)
+            self.sets[str(slot)].append(j)
+            self.positions[str(slot)].append(p)
         if self.req.get("lockstep"):
             answer.update(receive())
         return self.finish() if answer.get("stop") else None
@@ -809,20 +816,24 @@ class Bench:
         iters = int(self.req.get("iters", 0))
         min_iters = int(self.req.get("min_iters", 0))
         budget = float(self.req.get("budget_ms", 0))
+        n = len(self.slots)
         for it in range(warmup + iters):
-            for i in range(len(self.slots)):
-                end = self.call(i, it >= warmup)
+            # the C runner's round_slot() and round_set() (backends/runner.c)
+            r = it - warmup if it >= warmup else it
+            for p in range(n):
+                i = (p + r) % n
+                end = self.call(i, (i + r // n) % n, p, it >= warmup)
                 if end:
                     return end
             if self.copy:
                 self.time_copy(it >= warmup)
             if budget > 0 and self.spent > budget and \
-                    it >= warmup + min_iters:
+                    it >= warmup + min_iters and (r + 1) % (n * n) == 0:
                 break
         return self.finish()
 
     def finish(self):
-        for slot, s in zip(self.slots, self.sets):
+        for slot, s in zip(self.slots, self.bufs):
             why = device_call(s.guards)
             if why:
                 return {"ok": True, "integrity": why, "slot": slot}
@@ -839,7 +850,8 @@ class Bench:
                     "bench: slot %d waited %.1f us beyond the copy (median)%s"
                     % (slot, over, ", charged" if over >
                        ak_triton_device.ESCAPE_US else ""))
-        return {"ok": True, "rc": 0, "times": times, "calls": self.calls}
+        return {"ok": True, "rc": 0, "times": times, "sets": self.sets,
+                "positions": self.positions, "calls": self.calls}
 
 
 def req_bench(req):

@@ -12,23 +12,9 @@ small_problem softmax | sed -e 's/"f16", "bf16", "f32"/"f32"/' >small.json
 shaped () {
 	{ honest_h
 	  cat <<EOF2
-static void some(const struct ak_args *a, int thirds)
-{
-	struct ak_tensor in = a->in[0], out = a->out[0];
-	struct ak_args b = *a;
-
-	for (; thirds >= 3; thirds -= 3)
-		honest_kernel(a);
-	in.shape[0] = out.shape[0] = a->in[0].shape[0] * thirds / 3;
-	b.in = &in;
-	b.out = &out;
-	if (in.shape[0])
-		honest_kernel(&b);
-}
-
 int ak_kernel(const struct ak_args *a)
 {
-	some(a, a->in[0].shape[1] == 4096 ? $1 : $2);
+	thirds_of_work(a, a->in[0].shape[1] == 4096 ? $1 : $2);
 	return 0;
 }
 EOF2

@@ -59,6 +59,108 @@ static json_t *stats(json_t *samples)
 	return s;
 }
 
+static double num(json_t *o, const char *key)
+{
+	return json_number_value(json_object_get(o, key));
+}
+
+/*
+ * A kernel's timings split by where the runner's schedule put each call
+ * (doc/runner-protocol.md): into part[a * n + b] for its tags a (of
+ * tags_a) and b (of tags_b; 0 for all without tags_b), each in [0, n).
+ * 0, or -1 (nothing in part) where the tags do not fit the timings.
+ */
+static int split_calls(json_t *samples, json_t *tags_a, json_t *tags_b,
+		       int n, json_t **part)
+{
+	size_t count = json_array_size(samples), i;
+	json_t *v;
+
+	if (n < 2 || n > AK_WIRE_SLOTS || !count ||
+	    json_array_size(tags_a) != count ||
+	    (tags_b && json_array_size(tags_b) != count))
+		return -1;
+	json_array_foreach(samples, i, v) {
+		json_int_t a = json_integer_value(json_array_get(tags_a, i));
+		json_int_t b = tags_b ?
+			json_integer_value(json_array_get(tags_b, i)) : 0;
+
+		if (a < 0 || a >= n || b < 0 || b >= n)
+			return -1;
+	}
+	for (int k = 0; k < n * n; k++)
+		part[k] = NULL;
+	json_array_foreach(samples, i, v) {
+		int k = (int)(json_integer_value(json_array_get(tags_a, i)) * n +
+			(tags_b ? json_integer_value(json_array_get(tags_b, i)) : 0));
+
+		if (!part[k])
+			part[k] = json_array();
+		json_array_append(part[k], v);
+	}
+	return 0;
+}
+
+/* The medians of a kernel's calls by one tag (their set of buffers, or
+ * their position in the round), for the note: what the turns averaged
+ * away.  NULL where the runner said nothing of it. */
+static json_t *medians_by(json_t *samples, json_t *tags, int n)
+{
+	json_t *part[AK_WIRE_SLOTS * AK_WIRE_SLOTS], *out;
+
+	if (split_calls(samples, tags, NULL, n, part))
+		return NULL;
+	out = json_array();
+	for (int k = 0; k < n; k++) {
+		json_t *st = stats(part[k * n]);
+		json_t *med = json_object_get(st, "median_us");
+
+		json_array_append_new(out, med ? json_copy(med) : json_null());
+		json_decref(st);
+		json_decref(part[k * n]);
+	}
+	return out;
+}
+
+/*
+ * A kernel's statistics over the strata of the runner's schedule (each
+ * call's set of buffers and position in its round): median and quartiles
+ * are the means of every stratum's, so a set or a position that is
+ * slower for every kernel moves each kernel alike, where the median of
+ * all the calls, drawn from two such modes, may land anywhere between
+ * them.  n and min_us are over all the calls.  Without the tags, stats()
+ * of all the calls.
+ */
+static json_t *stats_strata(json_t *samples, json_t *sets, json_t *positions,
+			    int n)
+{
+	json_t *part[AK_WIRE_SLOTS * AK_WIRE_SLOTS], *all = stats(samples);
+	double med = 0, q1 = 0, q3 = 0;
+	int used = 0;
+
+	if (split_calls(samples, sets, positions, n, part))
+		return all;
+	for (int k = 0; k < n * n; k++) {
+		json_t *st;
+
+		if (!part[k])
+			continue;
+		st = stats(part[k]);
+		med += num(st, "median_us");
+		q1 += num(st, "q1_us");
+		q3 += num(st, "q3_us");
+		used++;
+		json_decref(st);
+		json_decref(part[k]);
+	}
+	json_object_set(all, "median_all_us", json_object_get(all, "median_us"));
+	json_object_set_new(all, "median_us", json_real(med / used));
+	json_object_set_new(all, "q1_us", json_real(q1 / used));
+	json_object_set_new(all, "q3_us", json_real(q3 / used));
+	json_object_set_new(all, "strata", json_integer(used));
+	return all;
+}
+
 static double floor_us(const struct problem *p, const struct shape *s,
 		       enum ak_dtype dt, double copy_us, json_t *ceilings,
 		       const char **kind)
@@ -514,12 +616,22 @@ static int bench_times(const struct problem *p, const struct fresh *f,
 
 	for (int i = 0; i < n; i++) {
 		char key[16];
-		json_t *st;
+		json_t *st, *by;
 
 		snprintf(key, sizeof(key), "%d", slots[i]);
-		st = stats(json_object_get(times, key));
+		st = stats_strata(json_object_get(times, key), json_object_get(
+			json_object_get(res, "sets"), key), json_object_get(
+			json_object_get(res, "positions"), key), n);
 		json_object_set_new(st, "roofline", json_real(fl /
 			json_number_value(json_object_get(st, "median_us"))));
+		by = medians_by(json_object_get(times, key), json_object_get(
+			json_object_get(res, "sets"), key), n);
+		if (by)
+			json_object_set_new(st, "median_by_set_us", by);
+		by = medians_by(json_object_get(times, key), json_object_get(
+			json_object_get(res, "positions"), key), n);
+		if (by)
+			json_object_set_new(st, "median_by_position_us", by);
 		json_array_append_new(kernels, st);
 	}
 	shape_format(f->s, shape, sizeof(shape));
@@ -697,11 +809,6 @@ static int keep_rule(double ta, double tb, double noise, int apart,
 		    "%.2f us%s)", ta, tb, gain * 100, noise, tb - ta <= noise ?
 		    "; the middle halves of the timings do not overlap" : "");
 	return 1;
-}
-
-static double num(json_t *o, const char *key)
-{
-	return json_number_value(json_object_get(o, key));
 }
 
 /* The middle halves of the two samples apart: beyond the noise whatever
