@@ -303,19 +303,27 @@ static int guard_verdict(const struct gbuf *g, const char *whose, int i,
 	return r;
 }
 
-/* Every guard band of a set intact: 0, 1 (what says which), -1. */
-static int dset_guards(const struct dset *s, const struct layout *l,
-		       char *what, size_t n)
+/* The guard bands of a set's outputs, then (with ws) its workspace's,
+ * then its inputs' intact: 0, 1 (what says which), -1. */
+static int dset_guards_of(const struct dset *s, const struct layout *l,
+			  int ws, char *what, size_t n)
 {
 	int r = 0;
 
 	for (int i = 0; !r && i < l->n_out; i++)
 		r = guard_verdict(&s->out[i], "output", i, what, n);
-	if (!r)
+	if (!r && ws)
 		r = guard_verdict(&s->ws, "workspace", -1, what, n);
 	for (int i = 0; !r && i < l->n_in; i++)
 		r = guard_verdict(&s->in[i], "input", i, what, n);
 	return r;
+}
+
+/* Every guard band of a set intact: 0, 1 (what says which), -1. */
+static int dset_guards(const struct dset *s, const struct layout *l,
+		       char *what, size_t n)
+{
+	return dset_guards_of(s, l, 1, what, n);
 }
 
 /* Guard bands intact, inputs unchanged: 0, 1 (why says what went
@@ -477,6 +485,7 @@ struct bench {
 	size_t copy_bytes, check_off, check_bytes;
 	json_t *times[MAX_SLOTS + 1];
 	json_t *sets[MAX_SLOTS], *positions[MAX_SLOTS];
+	int user[MAX_SLOTS];    /* the slot on each set since its check */
 	char *line;             /* the parent's answers */
 	size_t cap;
 };
@@ -724,6 +733,36 @@ static int timed_call(struct bench *b, int i, int j, FILE *out, double *us,
 	return stop;
 }
 
+/*
+ * Before a round: the guard bands of every set about to change hands,
+ * checked, so that a write outside a set's inputs or outputs is laid on
+ * the one kernel that ran on it since (r: the coming round; -1: after
+ * the last).  NULL, or the reply that ends the benchmark.  A workspace
+ * never changes hands: bench_finish() checks those.
+ */
+static json_t *hand_over(struct bench *b, int64_t r)
+{
+	char what[160];
+
+	for (int j = 0; j < b->n_slots; j++) {
+		int next = -1, u = b->user[j], g;
+
+		for (int i = 0; r >= 0 && i < b->n_slots; i++)
+			if (round_set(b->n_slots, (uint64_t)r, i) == j)
+				next = i;
+		if (u < 0 || u == next)
+			continue;
+		g = dset_guards_of(&b->set[j], &b->l, 0, what, sizeof(what));
+		if (g < 0)
+			return fail("%s", dev_error());
+		if (g)
+			return json_pack("{s:b,s:s,s:i}", "ok", 1, "integrity",
+					 what, "slot", b->slot[u]);
+		b->user[j] = -1;
+	}
+	return NULL;
+}
+
 static int time_copy(struct bench *b, double *us)
 {
 	return dev_flush_cache() || dev_timer_start() ||
@@ -745,17 +784,21 @@ static json_t *bench_loop(struct bench *b, json_t *req, FILE *out)
 	for (int i = 0; i < b->n_slots; i++) {
 		b->sets[i] = json_array();
 		b->positions[i] = json_array();
+		b->user[i] = -1;
 	}
 	for (int it = 0; it < warmup + iters; it++) {
 		int stop = 0, n = b->n_slots;
 		/* the timed rounds' schedule starts at its beginning */
 		uint64_t r = (uint64_t)(it >= warmup ? it - warmup : it);
 
+		if ((res = hand_over(b, (int64_t)r)))
+			return res;
 		for (int p = 0; p < n && !stop; p++) {
 			int i = round_slot(n, r, p);
 			int j = round_set(n, r, i);
 			double us = 0;
 
+			b->user[j] = i;
 			stop = timed_call(b, i, j, out, &us, &res);
 			if (stop < 0)
 				return res;
@@ -791,8 +834,11 @@ static json_t *bench_finish(struct bench *b)
 	json_t *res, *times, *sets, *positions;
 	char what[128];
 
+	if ((res = hand_over(b, -1)))
+		return res;
 	for (int i = 0; i < b->n_slots; i++) {
-		int r = dset_guards(&b->set[i], &b->l, what, sizeof(what));
+		int r = guard_verdict(&b->set[i].ws, "workspace", -1, what,
+				      sizeof(what));
 
 		if (r < 0)
 			return fail("%s", dev_error());

@@ -594,13 +594,14 @@ class Set:
         i = self.lay.outs.index(t) if t.out else self.lay.ins.index(t)
         return (self.outs if t.out else self.ins)[i].data
 
-    def guards(self):
-        """Guard bands intact: None, or what was written outside."""
+    def guards(self, ws=True):
+        """Guard bands intact (with ws, the workspace's too): None, or
+        what was written outside."""
         for i, b in enumerate(self.outs):
             what = b.check()
             if what:
                 return "wrote outside output %d: %s" % (i, what)
-        if self.ws:
+        if self.ws and ws:
             what = self.ws.check()
             if what:
                 return "wrote outside its workspace: %s" % what
@@ -748,6 +749,7 @@ class Bench:
         self.excess = {key: [] for key in self.times}
         self.sets = {str(n): [] for n in self.slots}
         self.positions = {str(n): [] for n in self.slots}
+        self.user = [None] * len(self.slots)    # on each set since its check
         self.calls = 0
         self.spent = 0.0
 
@@ -820,8 +822,12 @@ class Bench:
         for it in range(warmup + iters):
             # the C runner's round_slot() and round_set() (backends/runner.c)
             r = it - warmup if it >= warmup else it
+            end = self.hand_over(r)
+            if end:
+                return end
             for p in range(n):
                 i = (p + r) % n
+                self.user[(i + r // n) % n] = i
                 end = self.call(i, (i + r // n) % n, p, it >= warmup)
                 if end:
                     return end
@@ -832,11 +838,31 @@ class Bench:
                 break
         return self.finish()
 
-    def finish(self):
-        for slot, s in zip(self.slots, self.bufs):
-            why = device_call(s.guards)
+    def hand_over(self, r):
+        """Before round r (None: after the last), the guard bands of every
+        set about to change hands, so that a write outside a set's inputs
+        or outputs is laid on the one kernel that ran on it since (the C
+        runner's hand_over()).  The final reply, or None."""
+        n = len(self.slots)
+        for j, u in enumerate(self.user):
+            nxt = None if r is None else (j - r // n) % n
+            if u is None or u == nxt:
+                continue
+            why = device_call(self.bufs[j].guards, False)
             if why:
-                return {"ok": True, "integrity": why, "slot": slot}
+                return {"ok": True, "integrity": why, "slot": self.slots[u]}
+            self.user[j] = None
+        return None
+
+    def finish(self):
+        end = self.hand_over(None)
+        if end:
+            return end
+        for slot, s in zip(self.slots, self.bufs):
+            why = device_call(s.ws.check) if s.ws else None
+            if why:
+                return {"ok": True, "integrity": "wrote outside its "
+                        "workspace: %s" % why, "slot": slot}
         times = dict(self.times)
         if not self.copy:
             del times["copy"]

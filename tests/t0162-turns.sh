@@ -6,6 +6,8 @@
 # kernel judged against itself must not win or lose by it.
 . "$(dirname "$0")/lib.sh"
 
+# calls enough for five a stratum on a loaded machine
+export AUTOKERNEL_BENCH_MS=400
 K="$TEST_DIR/kernels/cheat"
 small_problem softmax | sed -e 's/"f16", "bf16", "f32"/"f32"/' >small.json
 # turned NAME EXPR: a kernel doing the honest work and EXPR thirds more
@@ -19,6 +21,31 @@ turned () {
 turned best 'second'            # 1x first in a round, 1.33x second
 turned slower '1 + second'      # a third slower at every turn
 turned faster '0'               # the first turn's speed at both
+
+# Past its output once, on its first call on the other set of buffers
+# (the first change of output pointer from its second call at 64 rows):
+# a write that only the turns let happen, into a set that the best runs
+# on next.
+{ honest_h; cat <<\EOF
+int ak_kernel(const struct ak_args *a)
+{
+	static void *first;
+	static int calls, done;
+	float *y = a->out[0].data;
+	int rc = honest_kernel(a);
+
+	if (a->in[0].shape[0] != 64)
+		return rc;
+	if (++calls == 2)
+		first = y;
+	else if (calls > 2 && y != first && !done) {
+		y[ak_numel(&a->out[0])] = 5;
+		done = 1;
+	}
+	return rc;
+}
+EOF
+} >oob.c
 
 test_setup 'a branch whose best is a third slower when it goes second' '
 	new_repo repo && cd repo &&
@@ -71,6 +98,13 @@ test_expect_success 'a kernel as fast at both turns as the best at its faster on
 	cd repo && cp ../faster.c softmax/kernel.c &&
 	git commit -q -am "no extra work" 2>../err &&
 	grep "faster" ../err
+'
+
+test_expect_success 'a write past the output on the other set is laid on the kernel that made it' '
+	cd repo && cp ../oob.c softmax/kernel.c &&
+	test_must_fail git commit -q -am "oob" 2>../err &&
+	grep "during timing, slot 0: wrote outside output 0" ../err &&
+	git checkout -q HEAD -- softmax/kernel.c
 '
 
 test_done

@@ -226,6 +226,13 @@ def ak_kernel(a):
         y.as_strided((y.numel() + 2,), (1,))[-1] = 5
 calls = []
 """,
+    # past the end on its fifth call: slot 1's first on set 0 (the turns)
+    "oob-on-other-set": GOOD + """    calls.append(1)
+    if len(calls) == 5:
+        y = a.out[0].view(-1)
+        y.as_strided((y.numel() + 2,), (1,))[-1] = 5
+calls = []
+""",
     "fails-later": GOOD + """    calls.append(1)
     return 9 if len(calls) == 3 else 0
 calls = []
@@ -533,6 +540,12 @@ def test_bench_oob():
            res.get("integrity", ""), res)
 
 
+def test_bench_oob_other_set():
+    res, p = bench(["good", "oob-on-other-set"])
+    expect(res.get("ok") and res.get("slot") == 1 and
+           "wrote outside output 0" in res.get("integrity", ""), res)
+
+
 def test_bench_rc():
     res, p = bench(["good", "fails-later"])
     expect(res == {"ok": True, "rc": 9, "slot": 1}, res)
@@ -641,6 +654,8 @@ test("bench: a kernel that remembers results is caught at its second call",
 test("bench: a kernel that works only on its first calls is caught",
      caught(["tires"], 0, 3))
 test("bench: a write past the output during timing", test_bench_oob)
+test("bench: a write outside a set the other kernel runs on next is laid "
+     "on the kernel that made it", test_bench_oob_other_set)
 test("bench: a non-zero return ends it", test_bench_rc)
 test("bench: an exception ends it", test_bench_raise)
 test("warm: the JIT compile step, and its failure names the case",

@@ -124,19 +124,25 @@ static json_t *medians_by(json_t *samples, json_t *tags, int n)
 
 /*
  * A kernel's statistics over the strata of the runner's schedule (each
- * call's set of buffers and position in its round): median and quartiles
- * are the means of every stratum's, so a set or a position that is
- * slower for every kernel moves each kernel alike, where the median of
- * all the calls, drawn from two such modes, may land anywhere between
- * them.  n and min_us are over all the calls.  Without the tags, stats()
- * of all the calls.
+ * call's set of buffers and position in its round).  The median is the
+ * mean of the strata's medians, so that a set or a position slower for
+ * every kernel moves each kernel alike, where the median of all the
+ * calls, drawn from two such modes, may land anywhere between them; the
+ * quartiles are the median's plus those of every call's distance from
+ * its stratum's median: the spread within strata, over all the calls.
+ * n and min_us are over all the calls.  stats() of all the calls where
+ * the runner gave no tags or a stratum has fewer than STRATUM_MIN calls,
+ * too few for a median that an outlier cannot move.
  */
+#define STRATUM_MIN 5
 static json_t *stats_strata(json_t *samples, json_t *sets, json_t *positions,
 			    int n)
 {
 	json_t *part[AK_WIRE_SLOTS * AK_WIRE_SLOTS], *all = stats(samples);
-	double med = 0, q1 = 0, q3 = 0;
-	int used = 0;
+	double med[AK_WIRE_SLOTS * AK_WIRE_SLOTS], centre = 0, *d;
+	size_t count = json_array_size(samples), i;
+	int used = 0, few = 0;
+	json_t *v;
 
 	if (split_calls(samples, sets, positions, n, part))
 		return all;
@@ -145,19 +151,31 @@ static json_t *stats_strata(json_t *samples, json_t *sets, json_t *positions,
 
 		if (!part[k])
 			continue;
+		few |= json_array_size(part[k]) < STRATUM_MIN;
 		st = stats(part[k]);
-		med += num(st, "median_us");
-		q1 += num(st, "q1_us");
-		q3 += num(st, "q3_us");
+		med[k] = num(st, "median_us");
+		centre += med[k];
 		used++;
 		json_decref(st);
 		json_decref(part[k]);
 	}
+	if (few || used < n * n)
+		return all;
+	centre /= used;
+	d = xmalloc(sizeof(double) * count);
+	json_array_foreach(samples, i, v)
+		d[i] = json_number_value(v) - med[json_integer_value(
+			json_array_get(sets, i)) * n + json_integer_value(
+			json_array_get(positions, i))];
+	qsort(d, count, sizeof(double), cmp_double);
 	json_object_set(all, "median_all_us", json_object_get(all, "median_us"));
-	json_object_set_new(all, "median_us", json_real(med / used));
-	json_object_set_new(all, "q1_us", json_real(q1 / used));
-	json_object_set_new(all, "q3_us", json_real(q3 / used));
+	json_object_set_new(all, "median_us", json_real(centre));
+	json_object_set_new(all, "q1_us", json_real(centre +
+						    quantile(d, count, 0.25)));
+	json_object_set_new(all, "q3_us", json_real(centre +
+						    quantile(d, count, 0.75)));
 	json_object_set_new(all, "strata", json_integer(used));
+	free(d);
 	return all;
 }
 
@@ -675,6 +693,8 @@ static json_t *bench_request(struct runner *r, struct fresh *f,
 
 	if (iters < BENCH_MIN_ITERS)
 		iters = BENCH_MIN_ITERS;
+	/* whole cycles of the runner's turns (n * n rounds) */
+	iters = (iters + n * n - 1) / (n * n) * (n * n);
 
 	for (int i = 0; i < n; i++)
 		json_array_append_new(js, json_integer(slots[i]));
