@@ -827,8 +827,9 @@ class Bench:
                 return end
             for p in range(n):
                 i = (p + r) % n
-                self.user[(i + r // n) % n] = i
-                end = self.call(i, (i + r // n) % n, p, it >= warmup)
+                j = (i + r // n) % n
+                self.user[j] = i
+                end = self.call(i, j, p, it >= warmup)
                 if end:
                     return end
             if self.copy:
