@@ -65,40 +65,49 @@ static double num(json_t *o, const char *key)
 }
 
 /*
- * A kernel's timings split by where the runner's schedule put each call
- * (doc/runner-protocol.md): into part[a * n + b] for its tags a (of
- * tags_a) and b (of tags_b; 0 for all without tags_b), each in [0, n).
- * 0, or -1 (nothing in part) where the tags do not fit the timings.
+ * Where the runner's schedule put each of a kernel's calls
+ * (doc/runner-protocol.md): its stratum a * n + b for its tags a (of
+ * tags_a) and b (of tags_b), each in [0, n), or a alone without tags_b.
+ * NULL where the tags do not fit the timings.
  */
-static int split_calls(json_t *samples, json_t *tags_a, json_t *tags_b,
-		       int n, json_t **part)
+static int *strata_of(json_t *samples, json_t *tags_a, json_t *tags_b, int n)
 {
-	size_t count = json_array_size(samples), i;
-	json_t *v;
+	size_t count = json_array_size(samples);
+	int *key;
 
 	if (n < 2 || n > AK_WIRE_SLOTS || !count ||
 	    json_array_size(tags_a) != count ||
 	    (tags_b && json_array_size(tags_b) != count))
-		return -1;
-	json_array_foreach(samples, i, v) {
+		return NULL;
+	key = xmalloc(sizeof(int) * count);
+	for (size_t i = 0; i < count; i++) {
 		json_int_t a = json_integer_value(json_array_get(tags_a, i));
 		json_int_t b = tags_b ?
 			json_integer_value(json_array_get(tags_b, i)) : 0;
 
-		if (a < 0 || a >= n || b < 0 || b >= n)
-			return -1;
+		if (a < 0 || a >= n || b < 0 || b >= n) {
+			free(key);
+			return NULL;
+		}
+		key[i] = (int)(tags_b ? a * n + b : a);
 	}
-	for (int k = 0; k < n * n; k++)
+	return key;
+}
+
+/* The calls of each stratum into part[] (NULL for none). */
+static void split_calls(json_t *samples, const int *key, int parts,
+			json_t **part)
+{
+	size_t i;
+	json_t *v;
+
+	for (int k = 0; k < parts; k++)
 		part[k] = NULL;
 	json_array_foreach(samples, i, v) {
-		int k = (int)(json_integer_value(json_array_get(tags_a, i)) * n +
-			(tags_b ? json_integer_value(json_array_get(tags_b, i)) : 0));
-
-		if (!part[k])
-			part[k] = json_array();
-		json_array_append(part[k], v);
+		if (!part[key[i]])
+			part[key[i]] = json_array();
+		json_array_append(part[key[i]], v);
 	}
-	return 0;
 }
 
 /* The medians of a kernel's calls by one tag (their set of buffers, or
@@ -106,18 +115,21 @@ static int split_calls(json_t *samples, json_t *tags_a, json_t *tags_b,
  * away.  NULL where the runner said nothing of it. */
 static json_t *medians_by(json_t *samples, json_t *tags, int n)
 {
-	json_t *part[AK_WIRE_SLOTS * AK_WIRE_SLOTS], *out;
+	json_t *part[AK_WIRE_SLOTS], *out;
+	int *key = strata_of(samples, tags, NULL, n);
 
-	if (split_calls(samples, tags, NULL, n, part))
+	if (!key)
 		return NULL;
+	split_calls(samples, key, n, part);
+	free(key);
 	out = json_array();
 	for (int k = 0; k < n; k++) {
-		json_t *st = stats(part[k * n]);
+		json_t *st = stats(part[k]);
 		json_t *med = json_object_get(st, "median_us");
 
 		json_array_append_new(out, med ? json_copy(med) : json_null());
 		json_decref(st);
-		json_decref(part[k * n]);
+		json_decref(part[k]);
 	}
 	return out;
 }
@@ -141,11 +153,12 @@ static json_t *stats_strata(json_t *samples, json_t *sets, json_t *positions,
 	json_t *part[AK_WIRE_SLOTS * AK_WIRE_SLOTS], *all = stats(samples);
 	double med[AK_WIRE_SLOTS * AK_WIRE_SLOTS], centre = 0, *d;
 	size_t count = json_array_size(samples), i;
-	int used = 0, few = 0;
+	int used = 0, few = 0, *key = strata_of(samples, sets, positions, n);
 	json_t *v;
 
-	if (split_calls(samples, sets, positions, n, part))
+	if (!key)
 		return all;
+	split_calls(samples, key, n * n, part);
 	for (int k = 0; k < n * n; k++) {
 		json_t *st;
 
@@ -159,14 +172,15 @@ static json_t *stats_strata(json_t *samples, json_t *sets, json_t *positions,
 		json_decref(st);
 		json_decref(part[k]);
 	}
-	if (few || used < n * n)
+	if (few || used < n * n) {
+		free(key);
 		return all;
+	}
 	centre /= used;
 	d = xmalloc(sizeof(double) * count);
 	json_array_foreach(samples, i, v)
-		d[i] = json_number_value(v) - med[json_integer_value(
-			json_array_get(sets, i)) * n + json_integer_value(
-			json_array_get(positions, i))];
+		d[i] = json_number_value(v) - med[key[i]];
+	free(key);
 	qsort(d, count, sizeof(double), cmp_double);
 	json_object_set(all, "median_all_us", json_object_get(all, "median_us"));
 	json_object_set_new(all, "median_us", json_real(centre));
@@ -634,21 +648,19 @@ static int bench_times(const struct problem *p, const struct fresh *f,
 
 	for (int i = 0; i < n; i++) {
 		char key[16];
-		json_t *st, *by;
+		json_t *st, *by, *t, *sets, *positions;
 
 		snprintf(key, sizeof(key), "%d", slots[i]);
-		st = stats_strata(json_object_get(times, key), json_object_get(
-			json_object_get(res, "sets"), key), json_object_get(
-			json_object_get(res, "positions"), key), n);
+		t = json_object_get(times, key);
+		sets = json_object_get(json_object_get(res, "sets"), key);
+		positions = json_object_get(json_object_get(res, "positions"),
+					    key);
+		st = stats_strata(t, sets, positions, n);
 		json_object_set_new(st, "roofline", json_real(fl /
 			json_number_value(json_object_get(st, "median_us"))));
-		by = medians_by(json_object_get(times, key), json_object_get(
-			json_object_get(res, "sets"), key), n);
-		if (by)
+		if ((by = medians_by(t, sets, n)))
 			json_object_set_new(st, "median_by_set_us", by);
-		by = medians_by(json_object_get(times, key), json_object_get(
-			json_object_get(res, "positions"), key), n);
-		if (by)
+		if ((by = medians_by(t, positions, n)))
 			json_object_set_new(st, "median_by_position_us", by);
 		json_array_append_new(kernels, st);
 	}
