@@ -910,6 +910,7 @@ static int launch_cluster(const CUtensorMap &ta, const CUtensorMap &tb0,
 				  P, M, N, K) == cudaSuccess ? 0 : -1;
 }
 
+/* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu; tests/t0023-kernel-twins.sh) ---- */
 /* Multiprocessors of the current device (asked once; 132 if it cannot tell). */
 static int sm_count(void)
 {
@@ -926,6 +927,7 @@ static int sm_count(void)
 	}
 	return n;
 }
+/* ---- end shared: sm-count ---- */
 
 /*
  * The first GEMM's tile width for M x N: each block of the one-block-per-SM

@@ -783,15 +783,24 @@ sgemm(const float *__restrict__ A, const float *__restrict__ B,
 
 /* ---- host --------------------------------------------------------------- */
 
+/* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu; tests/t0023-kernel-twins.sh) ---- */
+/* Multiprocessors of the current device (asked once; 132 if it cannot tell). */
 static int sm_count(void)
 {
-	int sms = 132, dev = 0;
+	static int n;
 
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-		sms = 132;
-	return sms;
+	if (n <= 0) {
+		int d = 0;
+
+		if (cudaGetDevice(&d) != cudaSuccess ||
+		    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d) != cudaSuccess ||
+		    n <= 0)
+			n = 132;
+		(void)cudaGetLastError();
+	}
+	return n;
 }
+/* ---- end shared: sm-count ---- */
 
 #if WGMMA
 /* ---- shared: tensor-map (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */

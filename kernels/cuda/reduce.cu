@@ -166,17 +166,24 @@ reduce_rows(const T *__restrict__ x, T *__restrict__ y, int64_t R, int64_t C)
 		y[row] = from_f32<T>(s);
 }
 
-/* Multiprocessors of the current device (asked once). */
+/* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu; tests/t0023-kernel-twins.sh) ---- */
+/* Multiprocessors of the current device (asked once; 132 if it cannot tell). */
 static int sm_count(void)
 {
 	static int n;
-	int dev;
 
-	if (!n && (cudaGetDevice(&dev) != cudaSuccess ||
-		   cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess))
-		n = 132;
+	if (n <= 0) {
+		int d = 0;
+
+		if (cudaGetDevice(&d) != cudaSuccess ||
+		    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d) != cudaSuccess ||
+		    n <= 0)
+			n = 132;
+		(void)cudaGetLastError();
+	}
 	return n;
 }
+/* ---- end shared: sm-count ---- */
 
 /*
  * Launches the G-wide kernel with the smallest G (32 .. MAXG) that covers

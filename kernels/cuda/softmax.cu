@@ -359,17 +359,24 @@ static bool same_phase(const void *x, const void *y)
 #define SPLIT_MIN 8192          /* elements a row needs to be split */
 #define CHUNK_MIN 2048          /* elements a chunk holds at least */
 
-/* Multiprocessors of the current device (asked once). */
+/* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu; tests/t0023-kernel-twins.sh) ---- */
+/* Multiprocessors of the current device (asked once; 132 if it cannot tell). */
 static int sm_count(void)
 {
 	static int n;
-	int dev;
 
-	if (!n && (cudaGetDevice(&dev) != cudaSuccess ||
-		   cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess))
-		n = 132;
+	if (n <= 0) {
+		int d = 0;
+
+		if (cudaGetDevice(&d) != cudaSuccess ||
+		    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d) != cudaSuccess ||
+		    n <= 0)
+			n = 132;
+		(void)cudaGetLastError();
+	}
 	return n;
 }
+/* ---- end shared: sm-count ---- */
 
 /* Chunks a row is split into: 1 when the rows fill the device already. */
 static int64_t chunks(int64_t R, int64_t C)
