@@ -470,8 +470,7 @@ cleanup:
  * take turns (round_slot(), round_set()) at which slot goes first and on
  * which set of buffers each slot runs: with both fixed, two builds of one
  * kernel differed by up to 1.3% at a shape on an H100 and an H200, a
- * bias handed to one side (whether the turns remove it there is not yet
- * measured).
+ * bias handed to one side; with the turns, -0.5% to +0.15% on an H200.
  * Before call k its inputs are generated afresh on the device from
  * ak_call_seed(seed, k) and its outputs poisoned, then the cache is
  * flushed; after it the parent picks the elements it checks and the

@@ -48,6 +48,7 @@
 #define WS 1       /* autokernel: tune 0,1 (1: flash_ws at D 128) */
 #define PINGPONG 1 /* autokernel: tune 0,1 (flash_ws's consumers take turns issuing; 0 was even on an H100) */
 #define WS_TILE 128             /* flash_ws: query and key rows a tile */
+#define L2_MB 32   /* autokernel: tune 0,8,16,32 (K and V of a group of heads, 0: no groups) */
 
 #define MMA_WARPS 4             /* mma.sync path: warps per block */
 #define MMA_BKV 64              /* mma.sync path: keys per tile */
@@ -540,6 +541,34 @@ static __device__ __forceinline__ void load_sw128(unsigned char *dst,
 	}
 }
 
+/*
+ * Block b's query block (x) and (b,h) (y).  The heads go in groups of G
+ * (heads_per_group) and, within a group, the longest query blocks first
+ * over the group's heads: the blocks that read one head's K and V run
+ * close together, while its K and V are still in L2, and the causal work
+ * still ends evenly.  With one group (G >= BH) this is the plain order,
+ * last query block first over all heads, which at 8x32x512x128 reads each
+ * head's K and V from memory up to four times.
+ */
+static __device__ __forceinline__ int2 block_work(int b, int nq, int BH, int G)
+{
+	if (G >= BH)            /* one group: the plain order, as cheap as before */
+		return make_int2(nq - 1 - b / BH, b % BH);
+	const int g0 = b / (G * nq) * G, r = b - g0 * nq, n = min(G, BH - g0);
+
+	return make_int2(nq - 1 - r / n, g0 + r % n);
+}
+
+/* Heads whose K and V together fit in L2_MB MiB (at least one; BH when
+ * L2_MB is 0) */
+static int heads_per_group(int BH, int S, int D, int elem)
+{
+	const int64_t kv = 2 * (int64_t)S * D * elem;
+	const int64_t g = L2_MB ? ((int64_t)L2_MB << 20) / kv : BH;
+
+	return (int)(g < 1 ? 1 : g > BH ? BH : g);
+}
+
 #define NSTAGE 2
 
 /* W warpgroups a block: NWG for D 64, NWG128 for D 128, tuned apart (on
@@ -549,7 +578,7 @@ template <int D> constexpr int wgs(void) { return D == 128 ? NWG128 : NWG; }
 template <typename T, int D, int W = wgs<D>()>
 __global__ void __launch_bounds__(128 * W, W == 1 || (W == 2 && D == 64) ? 2 : 1)
 flash_wg(const T *__restrict__ q, const T *__restrict__ k,
-	 const T *__restrict__ v, T *__restrict__ o, int BH, int S, float scale)
+	 const T *__restrict__ v, T *__restrict__ o, int BH, int S, int G, float scale)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	constexpr int BQ = 64 * W, QB = D / 64 * BQ * 128, KB = D / 64 * BKV * 128;
@@ -566,7 +595,8 @@ flash_wg(const T *__restrict__ q, const T *__restrict__ k,
 	const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4;
 	const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
 	const int nq = (S + BQ - 1) / BQ;
-	const int qb = nq - 1 - blockIdx.x / BH, bh = blockIdx.x % BH;
+	const int2 w = block_work(blockIdx.x, nq, BH, G);
+	const int qb = w.x, bh = w.y;
 	const int q0 = qb * BQ, r0 = q0 + 64 * wg;
 	const int row_a = r0 + 16 * warp + g, row_b = row_a + 8;
 	const int64_t base = (int64_t)bh * S * D;
@@ -700,7 +730,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(384, 1)
 flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
 	 const __grid_constant__ CUtensorMap tmv, T *__restrict__ o, int BH, int S,
-	 float scale)
+	 int G, float scale)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	constexpr int BQ = WS_TILE, TK = WS_TILE;   /* query rows, keys a tile */
@@ -713,7 +743,8 @@ flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtens
 	const uint32_t empty_k = full_v + 16, empty_v = empty_k + 16;
 	const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 	const int nq = (S + BQ - 1) / BQ;
-	const int qb = nq - 1 - blockIdx.x / BH, bh = blockIdx.x % BH;
+	const int2 w = block_work(blockIdx.x, nq, BH, G);
+	const int qb = w.x, bh = w.y;
 	const int q0 = qb * BQ, ntiles = (min(S, q0 + BQ) + TK - 1) / TK;
 
 	if (threadIdx.x == 0) {
@@ -1132,7 +1163,9 @@ static int launch_wg(const T *q, const T *k, const T *v, T *o, int BH, int S,
 			return -1;
 		ready = true;
 	}
-	flash_wg<T, D><<<grid, 128 * wgs<D>(), smem, st>>>(q, k, v, o, BH, S, scale);
+	flash_wg<T, D><<<grid, 128 * wgs<D>(), smem, st>>>(q, k, v, o, BH, S,
+							   heads_per_group(BH, S, D, sizeof(T)),
+							   scale);
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
@@ -1225,7 +1258,8 @@ static int launch_ws(const T *q, const T *k, const T *v, T *o, int BH, int S,
 			return -1;
 		ready = true;
 	}
-	flash_ws<T, D><<<grid, 384, smem, st>>>(mq, mk, mv, o, BH, S, scale);
+	flash_ws<T, D><<<grid, 384, smem, st>>>(mq, mk, mv, o, BH, S,
+						heads_per_group(BH, S, D, sizeof(T)), scale);
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 

@@ -31,6 +31,7 @@
 #define GROUP 128  /* autokernel: tune 32,64,128,256,512,1024 if GROUP <= BLOCK */
 #define FEW_GROUP 512   /* autokernel: tune 256,512,1024 */
 #define FEW_ROWS 1024   /* autokernel: tune 512,1024,2048 */
+#define WIDE_GROUP 256  /* autokernel: tune 128,256,512 */
 #define PERSIST 1       /* autokernel: tune 0,1 */
 #define PER_SM 0        /* autokernel: tune 0,2,4,8 */
 
@@ -412,11 +413,19 @@ static bool aligned16(const void *p)
 	return ((uintptr_t)p & 15) == 0;
 }
 
+/*
+ * Many rows: GROUP threads a row, or WIDE_GROUP where GROUP would hold
+ * more than two words a thread (16384x4096 f16: four words and 151
+ * registers in the persistent kernel, one block of 256 threads a
+ * multiprocessor; at 256 threads a row, two words and more blocks).
+ */
 template <typename T, int VEC>
 static void launch_rows(cudaStream_t st, const struct ln_args &p)
 {
 	if (p.R < FEW_ROWS && p.C / VEC >= FEW_GROUP)
 		launch<T, VEC, FEW_GROUP>(st, p);
+	else if (WIDE_GROUP > GROUP && p.C / VEC > 2 * GROUP)
+		launch<T, VEC, WIDE_GROUP>(st, p);
 	else
 		launch<T, VEC, GROUP>(st, p);
 }
