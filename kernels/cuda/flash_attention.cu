@@ -19,7 +19,9 @@
  * registers: the tensor cores stay busy while the other warpgroups of the
  * SM do their softmax.  S never touches memory; q, k, v are read once per
  * query block, o written once.  Blocks go longest-first (last query block
- * first) for causal load balance.
+ * first) for causal load balance, over groups of heads whose K and V fit
+ * in L2_MB of L2 (block_work(); on an H200, 8x32x512x128 86.78 -> 84.16
+ * us and 1x32x4096x128 264.67 -> 258.21, f16).
  *
  * At D 128 (WS 1) flash_ws runs instead, FlashAttention-3's layout: a TMA
  * producer warpgroup and two consumer warpgroups that each overlap tile
