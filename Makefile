@@ -17,7 +17,12 @@ RPATH = -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/../lib'
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null)
-AK_CFLAGS += -DAK_VERSION='"$(VERSION)$(if $(GIT_REV),-$(GIT_REV))"'
+AK_VERSION_STR := $(VERSION)$(if $(GIT_REV),-$(GIT_REV))
+AK_CFLAGS += -DAK_VERSION='"$(AK_VERSION_STR)"'
+# The objects that write the version (--version, the tool of each result
+# and note, report, export) are rebuilt when it changes, as when HEAD
+# moves: the stamp is rewritten only then.
+VERSIONED_OBJ = $(patsubst %.c,$(B)/%.o,$(shell grep -lw AK_VERSION */*.c))
 
 # Optional GPU toolchains: built when present, skipped with a message.
 CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda) $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)))
@@ -76,6 +81,11 @@ $(B)/libak-cupti.so: profile/cupti-inject.c
 $(B)/%.o: %.c $(wildcard */*.h include/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AK_CFLAGS) -c -o $@ $<
+
+$(VERSIONED_OBJ): $(B)/version.stamp
+$(B)/version.stamp: FORCE
+	@mkdir -p $(B)
+	@echo '$(AK_VERSION_STR)' | cmp -s - $@ || echo '$(AK_VERSION_STR)' >$@
 
 $(B)/git-autokernel: $(BIN_OBJ) $(CORE_OBJ)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(RPATH) -o $@ $^ $(AK_LIBS)
@@ -180,4 +190,4 @@ bundle: all
 clean:
 	rm -rf $(B) build-asan
 
-.PHONY: all check check-gpu bench asan check-asan install bundle clean
+.PHONY: all check check-gpu bench asan check-asan install bundle clean FORCE
