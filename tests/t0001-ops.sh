@@ -56,4 +56,16 @@ test_expect_success 'git autokernel works as a git subcommand' '
 	git autokernel --version | grep "^git-autokernel "
 '
 
+# make rebuilds what writes the version when HEAD moves, so a build from
+# a checkout names the commit it was built at, not an earlier one
+test_expect_success 'a build from a checkout names its HEAD' '
+	if test -n "${AK_INSTALLED:-}" ||
+	   ! rev=$(git -C "$SRC_DIR" rev-parse --short HEAD 2>/dev/null); then
+		echo "# not a build from a git checkout: nothing to compare"
+		return 0
+	fi
+	git autokernel --version >out &&
+	grep "^git-autokernel $(cat "$SRC_DIR/VERSION")-$rev " out
+'
+
 test_done
