@@ -868,7 +868,10 @@ int bench_keep(json_t *bench, double min_gain, struct strbuf *why)
 }
 
 /* A shape where the candidate is slower than the best beyond that
- * shape's own noise and by more than max_regress; NULL if none. */
+ * shape's own noise (or with the middle halves of the timings apart, as
+ * the keep rule counts a gain: preempted calls on a loaded machine can
+ * spread the quartiles over more than a 3x regression) and by more than
+ * max_regress; NULL if none. */
 static json_t *regressed(json_t *shapes, double max_regress, double *by)
 {
 	size_t i;
@@ -879,8 +882,8 @@ static json_t *regressed(json_t *shapes, double max_regress, double *by)
 		json_t *a = json_array_get(ks, 0), *b = json_array_get(ks, 1);
 		double ta = num(a, "median_us"), tb = num(b, "median_us");
 
-		if (ta - tb > pair_noise(a, b) && tb > 0 &&
-		    (ta - tb) / tb > max_regress) {
+		if ((ta - tb > pair_noise(a, b) || halves_apart(b, a)) &&
+		    tb > 0 && (ta - tb) / tb > max_regress) {
 			*by = (ta - tb) / tb;
 			return sh;
 		}
