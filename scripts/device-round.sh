@@ -1,0 +1,122 @@
+#!/bin/sh
+# scripts/device-round.sh MODE...: a device call's share of issue 20 (real
+# model shapes), run on the GPU machine over a copy of this tree with a
+# `make bundle` tarball (AK_BUNDLE, default build/'s; build it here, carry
+# it).  The modes, in the order given:
+#
+#   check    make check-gpu's scripts in six lanes within DEADLINE seconds
+#            (default 540; about 6 minutes on an H200)
+#   judge    the candidates of scripts/candidates/queue, through judge.sh
+#            at the op's issue-20 shapes (weights below) in the line's dtype
+#   tables   scripts/real-shapes.sh for OPS (default every op) and their
+#            tables (scripts/shapes-table.py)
+#
+# Everything lands in one folder, packed at the end into OUT/r.tgz (OUT:
+# $OUT, else ./device-out) beside OUT/summary.txt, which is also printed
+# last: the device, check's table, each verdict, the tables.  The device
+# tool brings back few files, so everything else stays inside the tarball.
+#
+#   device run, carry build/:  sh scripts/device-round.sh check
+#   then, on the warm machine: OPS="flash_attention layernorm" \
+#                              sh scripts/device-round.sh judge tables
+set -u
+cd "$(dirname "$0")/.." || exit 2
+src=$PWD
+out=${OUT:-$src/device-out}
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+bundle=${AK_BUNDLE:-$(ls build/git-autokernel-*.tar.gz 2>/dev/null | head -1)}
+test -f "$bundle" || { echo "no bundle: make bundle here first" >&2; exit 2; }
+bundle=$(cd "$(dirname "$bundle")" && pwd)/$(basename "$bundle")
+
+W=$(mktemp -d "${TMPDIR:-/tmp}/device-round.XXXXXX") || exit 2
+tar -C "$W" -xzf "$bundle" || exit 2
+export PATH=$W/git-autokernel/bin:$PATH
+sum=$W/summary.txt
+{
+	echo "== $(date -u '+%F %T') $(git autokernel --version 2>&1 | head -1)"
+	nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1
+} >"$sum"
+
+# The op's shapes, weighted by about 1/(its time on an H200 in the tables
+# of doc/results/h200/shapes.md), so that each counts by its relative
+# change where equal weights would let the longest decide.
+workload () {
+	case $1 in
+	reduce) echo 1x16777216:15 8192x8192:7 4096x128256:1 ;;
+	softmax) echo 1x32000:26 32x50257:19 16x128256:18 8192x1024:16 4096x4096:10 ;;
+	layernorm) echo 8192x768:7 4096x2048:6 16384x4096:1 ;;
+	rmsnorm) echo 1x4096:33 8192x4096:4 32768x5120:1 ;;
+	rotary_embedding) echo 8x8x2048x64:5 2x32x1024x128:5 1x32x4096x128:3 ;;
+	cross_entropy) echo 1024x50257:13 4096x32000:6 8192x128256:1 ;;
+	flash_attention) echo 2x32x1024x64:26 4x16x2048x64:9 8x32x512x128:10 \
+		1x32x4096x128:4 ;;
+	matmul) echo 16x4096x4096:72 1000x1000x1000:150 2048x2048x2048:51 \
+		4096x4096x4096:8 8192x8192x8192:1 ;;
+	fused_mlp) echo 512x2048x5504:25 2048x2048x5504:9 4096x4096x14336:1 ;;
+	*) return 1 ;;
+	esac
+}
+
+check () {
+	echo "== check (make check-gpu in lanes, ${DEADLINE:-540} s)"
+	LOGS=$W/check AK_BUNDLE=$bundle sh scripts/check-gpu-lanes.sh "${DEADLINE:-540}" \
+		"t0650@matmul,softmax,layernorm,rmsnorm" \
+		"t0650@cross_entropy,reduce,rotary_embedding,flash_attention,fused_mlp" \
+		"t0670@softmax,layernorm,rmsnorm,cross_entropy,reduce" \
+		"t0670@matmul,rotary_embedding,half,flash_attention,fused_mlp" \
+		"t0640 t0610 t0660 t0630" "t0620 t0400"
+	echo "   check exit $?"
+}
+
+# judge: the queue's lines grouped by op and dtype, in order of first
+# appearance; each group one judge.sh branch
+judge () {
+	q=scripts/candidates/queue
+	grep -v '^[[:space:]]*\(#\|$\)' "$q" | awk '{ print $1 "/" $2 }' |
+		awk '!seen[$0]++' >"$W/groups"
+	n=0
+	while read -r g; do
+		op=${g%/*} dt=${g#*/}
+		ws=$(workload "$op") || { echo "== judge: unknown op $op"; continue; }
+		shapes=
+		for s in $ws; do shapes="$shapes $s:$dt"; done
+		set --
+		while read -r qop qdt spec msg; do
+			test "$qop/$qdt" = "$g" || continue
+			n=$((n + 1))
+			f=$W/cand/$n-$(basename "${spec%%:*}" .patch).cu
+			mkdir -p "$W/cand"
+			if sh scripts/candidate.sh "$spec" "$f" 2>"$W/cand/$n.err"; then
+				set -- "$@" "$f=$msg"
+			else
+				echo "== judge: $spec not made: $(cat "$W/cand/$n.err")"
+			fi
+		done <<EOF
+$(grep -v '^[[:space:]]*\(#\|$\)' "$q")
+EOF
+		test $# -gt 0 || continue
+		echo "== judge $op $dt:$shapes"
+		sh scripts/judge.sh -o "$W/judge-$op-$dt" -s "$shapes" "$op" "$@" </dev/null
+	done <"$W/groups"
+}
+
+tables () {
+	echo "== tables ${OPS:-every op}"
+	# shellcheck disable=SC2086
+	AUTOKERNEL_TORCH_COMPILE=${AUTOKERNEL_TORCH_COMPILE:-0} \
+		sh scripts/real-shapes.sh "$W/shapes" ${OPS:-}
+	python3 scripts/shapes-table.py "$W/shapes" >"$W/shapes.md" 2>&1
+	cat "$W/shapes.md"
+}
+
+for mode; do
+	case $mode in
+	check | judge | tables) "$mode" 2>&1 | tee -a "$sum" ;;
+	*) echo "unknown mode '$mode' (check, judge, tables)" >&2 ;;
+	esac
+done
+rm -rf "$W/git-autokernel"
+tar -C "$W" -czf "$out/r.tgz" . && cp "$sum" "$out/summary.txt"
+rm -rf "$W"
+echo "== summary"
+cat "$out/summary.txt"
