@@ -7,9 +7,13 @@
 #   check    make check-gpu's scripts in six lanes within DEADLINE seconds
 #            (default 540; about 6 minutes on an H200)
 #   judge    the candidates of scripts/candidates/queue, through judge.sh
-#            at the op's issue-20 shapes (weights below) in the line's dtype
-#   tables   scripts/real-shapes.sh for OPS (default every op) and their
-#            tables (scripts/shapes-table.py)
+#            at the op's issue-20 shapes (weights below) in the line's dtype;
+#            a branch's tip, where it kept one, into KEPT/<op>.cu (default
+#            build/kept: ignored, so it stays for the next call on the same
+#            machine)
+#   tables   scripts/real-shapes.sh for OPS (default every op), each op
+#            from KEPT/<op>.cu where judge left one (else its starter), and
+#            their tables (scripts/shapes-table.py)
 #
 # Everything lands in one folder, packed at the end into OUT/r.tgz (OUT:
 # $OUT, else ./device-out) beside OUT/summary.txt, which is also printed
@@ -27,6 +31,8 @@ mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
 bundle=${AK_BUNDLE:-$(ls build/git-autokernel-*.tar.gz 2>/dev/null | head -1)}
 test -f "$bundle" || { echo "no bundle: make bundle here first" >&2; exit 2; }
 bundle=$(cd "$(dirname "$bundle")" && pwd)/$(basename "$bundle")
+kept=${KEPT:-$src/build/kept}
+mkdir -p "$kept" && kept=$(cd "$kept" && pwd) || exit 2
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/device-round.XXXXXX") || exit 2
 tar -C "$W" -xzf "$bundle" || exit 2
@@ -96,14 +102,26 @@ $(grep -v '^[[:space:]]*\(#\|$\)' "$q")
 EOF
 		test $# -gt 0 || continue
 		echo "== judge $op $dt:$shapes"
-		sh scripts/judge.sh -o "$W/judge-$op-$dt" -s "$shapes" "$op" "$@" </dev/null
+		from=
+		test -f "$kept/$op.cu" && from="-f $kept/$op.cu" &&
+			echo "   from $kept/$op.cu (kept earlier)"
+		# shellcheck disable=SC2086
+		sh scripts/judge.sh -o "$W/judge-$op-$dt" -s "$shapes" $from "$op" "$@" </dev/null
+		best=$W/judge-$op-$dt/best.cu
+		if test -f "$best" && ! cmp -s "$best" "kernels/cuda/$op.cu" &&
+			! cmp -s "$best" "$kept/$op.cu"; then
+			cp "$best" "$kept/$op.cu" && mkdir -p "$W/kept" &&
+				cp "$best" "$W/kept/$op.cu" &&
+				echo "   kept: $kept/$op.cu"
+		fi
 	done <"$W/groups"
 }
 
 tables () {
 	echo "== tables ${OPS:-every op}"
 	# shellcheck disable=SC2086
-	AUTOKERNEL_TORCH_COMPILE=${AUTOKERNEL_TORCH_COMPILE:-0} \
+	ls "$kept"/*.cu 2>/dev/null | sed 's/^/   from /'
+	AUTOKERNEL_TORCH_COMPILE=${AUTOKERNEL_TORCH_COMPILE:-0} KERNELS=$kept \
 		sh scripts/real-shapes.sh "$W/shapes" ${OPS:-}
 	python3 scripts/shapes-table.py "$W/shapes" >"$W/shapes.md" 2>&1
 	cat "$W/shapes.md"
