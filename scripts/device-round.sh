@@ -11,9 +11,10 @@
 #            a branch's tip, where it kept one, into KEPT/<op>.cu (default
 #            build/kept: ignored, so it stays for the next call on the same
 #            machine)
-#   tables   scripts/real-shapes.sh for OPS (default every op), each op
-#            from KEPT/<op>.cu where judge left one (else its starter), and
-#            their tables (scripts/shapes-table.py)
+#   tables   scripts/real-shapes.sh for OPS (default every op; JOBS 3 at
+#            a time, the benchmarks still one at a time), each op from
+#            KEPT/<op>.cu where judge left one (else its starter), and their
+#            tables (scripts/shapes-table.py)
 #
 # Everything lands in one folder, packed at the end into OUT/r.tgz (OUT:
 # $OUT, else ./device-out) beside OUT/summary.txt, which is also printed
@@ -121,7 +122,7 @@ tables () {
 	echo "== tables ${OPS:-every op}"
 	# shellcheck disable=SC2086
 	ls "$kept"/*.cu 2>/dev/null | sed 's/^/   from /'
-	AUTOKERNEL_TORCH_COMPILE=${AUTOKERNEL_TORCH_COMPILE:-0} KERNELS=$kept \
+	JOBS=${JOBS:-3} AUTOKERNEL_TORCH_COMPILE=${AUTOKERNEL_TORCH_COMPILE:-0} KERNELS=$kept \
 		sh scripts/real-shapes.sh "$W/shapes" ${OPS:-}
 	python3 scripts/shapes-table.py "$W/shapes" >"$W/shapes.md" 2>&1
 	cat "$W/shapes.md"
