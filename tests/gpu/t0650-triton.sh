@@ -116,7 +116,7 @@ test_expect_success 'an experiment on a Triton starter: a tunable changed' '
 	git checkout -q autokernel/softmax &&
 	sed -i "s/^BLOCK = 4096 /BLOCK = 2048 /" softmax/kernel.py &&
 	git add softmax && { git commit -q -m "2048 a block" >../exp.out 2>&1; true; } &&
-	grep -E "kept|rejected" ../exp.out
+	grep -E "verdict: (keep|reject):" ../exp.out
 '
 esac
 
