@@ -4,10 +4,11 @@
 # `make bundle` tarball (AK_BUNDLE, default build/'s; build it here, carry
 # it).  The modes, in the order given:
 #
-#   check    make check-gpu's scripts in six lanes within DEADLINE seconds
-#            (default 540; about 6 minutes on an H200 in session 14, before
-#            the test shapes grew); LANES, lanes separated by ';', runs
-#            those instead (a part of the suite, for a second call)
+#   check    make check-gpu's scripts in six lanes within what is left
+#            of DEADLINE (default 540; about 6 minutes on an H200 in
+#            session 14, before the test shapes grew); LANES, lanes
+#            separated by ';', runs those instead (a part of the suite,
+#            for a second call)
 #   judge    the candidates of scripts/candidates/queue, through judge.sh
 #            at the op's issue-20 shapes (weights below) in the line's dtype;
 #            a branch's tip, where it kept one, into KEPT/<op>.cu (default
@@ -18,14 +19,20 @@
 #            KEPT/<op>.cu where judge left one (else its starter), and their
 #            tables (scripts/shapes-table.py)
 #
-# Everything lands in one folder, packed at the end into OUT/r.tgz (OUT:
-# $OUT, else ./device-out) beside OUT/summary.txt, which is also printed
-# last: the device, check's table, each verdict, the tables.  The device
-# tool brings back few files, so everything else stays inside the tarball.
+# Everything lands in one folder, packed into OUT/r.tgz (OUT: $OUT, else
+# ./device-out) after each mode and each judged group, beside
+# OUT/summary.txt, written as it goes and printed last: the device, check's
+# table, each verdict, the tables.  So a call cut off by its time limit
+# still brings back what it finished.  The device tool brings back few
+# files, so everything else stays inside the tarball.  With DEADLINE (s
+# from the start), judge starts no group with less than 150 s left.
 #
-#   device run, carry build/:  sh scripts/device-round.sh check
-#   then, on the warm machine: OPS="flash_attention layernorm" \
-#                              sh scripts/device-round.sh judge tables
+#   here:   make bundle
+#   device run (carry build/git-autokernel-0.1.0.tar.gz, timeout 600):
+#           DEADLINE=560 sh scripts/device-round.sh check
+#   then, on the warm machine:
+#           DEADLINE=560 sh scripts/device-round.sh judge
+#           DEADLINE=560 sh scripts/device-round.sh tables
 set -u
 cd "$(dirname "$0")/.." || exit 2
 src=$PWD
@@ -38,9 +45,14 @@ kept=${KEPT:-$src/build/kept}
 mkdir -p "$kept" && kept=$(cd "$kept" && pwd) || exit 2
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/device-round.XXXXXX") || exit 2
-tar -C "$W" -xzf "$bundle" || exit 2
-export PATH=$W/git-autokernel/bin:$PATH
-sum=$W/summary.txt
+trap 'rm -rf "$W"' EXIT
+B=$(mktemp -d "${TMPDIR:-/tmp}/device-round-tool.XXXXXX") || exit 2
+trap 'rm -rf "$W" "$B"' EXIT
+tar -C "$B" -xzf "$bundle" || exit 2
+export PATH=$B/git-autokernel/bin:$PATH
+sum=$out/summary.txt
+t0=$(date +%s)
+pack () { cp "$sum" "$W/summary.txt"; tar -C "$W" -czf "$out/r.tgz" .; }
 {
 	echo "== $(date -u '+%F %T') $(git autokernel --version 2>&1 | head -1)"
 	nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1
@@ -68,13 +80,14 @@ workload () {
 
 check () {
 	lanes=${LANES:-"t0650@matmul,softmax,layernorm,rmsnorm;t0650@cross_entropy,reduce,rotary_embedding,flash_attention,fused_mlp;t0670@softmax,layernorm,rmsnorm,cross_entropy,reduce;t0670@matmul,rotary_embedding,half,flash_attention,fused_mlp;t0640 t0610 t0660 t0630;t0620 t0400"}
-	echo "== check (make check-gpu in lanes, ${DEADLINE:-540} s): $lanes"
+	left=$((${DEADLINE:-540} - ($(date +%s) - t0)))
+	echo "== check (make check-gpu in lanes, $left s): $lanes"
 	(
 	IFS=';'
 	# shellcheck disable=SC2086
 	set -- $lanes
 	unset IFS
-	LOGS=$W/check AK_BUNDLE=$bundle sh scripts/check-gpu-lanes.sh "${DEADLINE:-540}" "$@"
+	LOGS=$W/check AK_BUNDLE=$bundle sh scripts/check-gpu-lanes.sh "$left" "$@"
 	echo "   check exit $?"
 	)
 }
@@ -106,6 +119,11 @@ judge () {
 $(grep -v '^[[:space:]]*\(#\|$\)' "$q")
 EOF
 		test $# -gt 0 || continue
+		if test -n "${DEADLINE:-}" &&
+			test $(($(date +%s) - t0)) -gt $((DEADLINE - 150)); then
+			echo "== judge $op $dt: not started, under 150 s left of $DEADLINE"
+			continue
+		fi
 		echo "== judge $op $dt:$shapes"
 		from=
 		test -f "$kept/$op.cu" && from="-f $kept/$op.cu" &&
@@ -119,6 +137,7 @@ EOF
 				cp "$best" "$W/kept/$op.cu" &&
 				echo "   kept: $kept/$op.cu"
 		fi
+		pack
 	done <"$W/groups"
 }
 
@@ -137,9 +156,7 @@ for mode; do
 	check | judge | tables) "$mode" 2>&1 | tee -a "$sum" ;;
 	*) echo "unknown mode '$mode' (check, judge, tables)" >&2 ;;
 	esac
+	pack
 done
-rm -rf "$W/git-autokernel"
-tar -C "$W" -czf "$out/r.tgz" . && cp "$sum" "$out/summary.txt"
-rm -rf "$W"
 echo "== summary"
-cat "$out/summary.txt"
+cat "$sum"
