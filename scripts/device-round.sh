@@ -18,6 +18,12 @@
 #            a time, the benchmarks still one at a time), each op from
 #            KEPT/<op>.cu where judge left one (else its starter), and their
 #            tables (scripts/shapes-table.py)
+#   ncu      Nsight Compute (--clock-control none) over scripts/ncu-op.py
+#            for each OP:SHAPE:DTYPE of NCU (default: the rows furthest
+#            from the goal), the kernel from KEPT/<op>.cu where judge left
+#            one, PyTorch's op beside it: each launch's duration,
+#            throughputs, registers and occupancy in the summary, the
+#            reports in the tarball
 #
 # Everything lands in one folder, packed into OUT/r.tgz (OUT: $OUT, else
 # ./device-out) after each mode and each judged group, beside
@@ -151,10 +157,33 @@ tables () {
 	cat "$W/shapes.md"
 }
 
+ncu_mode () {
+	for item in ${NCU:-flash_attention:8x32x512x128:f16 matmul:1000x1000x1000:f16 \
+		matmul:16x4096x4096:f16 fused_mlp:512x2048x5504:f16 layernorm:16384x4096:bf16}; do
+		op=${item%%:*} rest=${item#*:}
+		shape=${rest%%:*} dt=${rest#*:}
+		src=
+		test -f "$kept/$op.cu" && src="--src $kept/$op.cu"
+		f=$W/ncu-$op-$shape-$dt.txt
+		echo "== ncu $op $shape $dt${src:+ (the kept kernel)}"
+		# shellcheck disable=SC2086
+		ncu --clock-control none --nvtx --nvtx-include "ak_kernel/" \
+			--nvtx-include "ak_torch/" --section SpeedOfLight \
+			--section LaunchStats --section Occupancy \
+			--section MemoryWorkloadAnalysis \
+			python3 scripts/ncu-op.py "$op" "$shape" "$dt" --torch --calls 1 \
+			$src >"$f" 2>&1
+		echo "   ncu exit $?"
+		grep -E 'Context [0-9]+, Stream|Duration|DRAM Throughput|Compute \(SM\) Throughput|L2 Cache Throughput|Registers Per Thread|Achieved Occupancy|largest difference|^==(ERROR|WARNING)' \
+			"$f" | head -80
+	done
+}
+
 for mode; do
 	case $mode in
 	check | judge | tables) "$mode" 2>&1 | tee -a "$sum" ;;
-	*) echo "unknown mode '$mode' (check, judge, tables)" >&2 ;;
+	ncu) ncu_mode 2>&1 | tee -a "$sum" ;;
+	*) echo "unknown mode '$mode' (check, judge, tables, ncu)" >&2 ;;
 	esac
 	pack
 done
