@@ -13,7 +13,7 @@
 #            at the op's issue-20 shapes (weights below) in the line's dtype;
 #            a branch's tip, where it kept one, into KEPT/<op>.cu (default
 #            build/kept: ignored, so it stays for the next call on the same
-#            machine)
+#            machine); ONLY="op/dtype ..." judges those groups alone
 #   tables   scripts/real-shapes.sh for OPS (default every op; JOBS 3 at
 #            a time, the benchmarks still one at a time), each op from
 #            KEPT/<op>.cu where judge left one (else its starter), and their
@@ -107,6 +107,7 @@ judge () {
 	n=0
 	while read -r g; do
 		op=${g%/*} dt=${g#*/}
+		case " ${ONLY:-$g} " in *" $g "*) ;; *) continue ;; esac
 		ws=$(workload "$op") || { echo "== judge: unknown op $op"; continue; }
 		shapes=
 		for s in $ws; do shapes="$shapes $s:$dt"; done
