@@ -116,16 +116,28 @@ def tensor(t, dt):
     return s
 
 
+def compiler(backend):
+    """The compiler the tool would take (lib/toolchain.c)."""
+    if backend == "host":
+        return os.environ.get("AUTOKERNEL_CC") or "cc"
+    if os.environ.get("AUTOKERNEL_NVCC"):
+        return os.environ["AUTOKERNEL_NVCC"]
+    nvcc = os.path.join(os.environ.get("CUDA_HOME") or "/usr/local/cuda",
+                        "bin", "nvcc")
+    return nvcc if os.path.exists(nvcc) else "nvcc"
+
+
 def build(src, backend):
-    """The kernel's shared object, built as the tool builds it."""
+    """The kernel's shared object, built as the tool builds it
+    (backends/build.c; sm_90a, for Hopper)."""
     so = os.path.join(tempfile.mkdtemp(prefix="ak-ncu-"), "kernel.so")
     inc = "-I" + os.path.join(SRC, "include")
     if backend == "cuda":
-        cmd = [os.environ.get("NVCC", "nvcc"), "-O1", "-lineinfo", "-shared",
+        cmd = [compiler(backend), "-O1", "-lineinfo", "-shared",
                "-Xcompiler", "-fPIC",
                "-gencode=arch=compute_90a,code=sm_90a", inc, "-o", so, src]
     else:
-        cmd = [os.environ.get("CC", "cc"), "-std=gnu11", "-O3", "-fopenmp",
+        cmd = [compiler(backend), "-std=gnu11", "-O3", "-fopenmp",
                "-shared", "-fPIC", inc, "-o", so, src, "-lm"]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        universal_newlines=True)
