@@ -30,7 +30,9 @@ test -f "$src/$target" || { echo "$0: no starter $target" >&2; exit 1; }
 w=$(mktemp -d "${TMPDIR:-/tmp}/ak-candidate.XXXXXX") || exit 2
 trap 'rm -rf "$w"' EXIT
 mkdir -p "$w/$(dirname "$target")" && cp "$src/$target" "$w/$target" || exit 2
-if ! (cd "$w" && git apply "$p" 2>"$w/err"); then
+# outside any repository, even where TMPDIR lies inside one (git apply
+# in a work tree applies to it)
+if ! (cd "$w" && GIT_CEILING_DIRECTORIES=$(dirname "$w") git apply "$p" 2>"$w/err"); then
 	echo "$0: $(basename "$p") no longer applies to $target:" >&2
 	cat "$w/err" >&2
 	exit 1
