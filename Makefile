@@ -155,7 +155,8 @@ SAN_CFLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
 # sweep, the compilers and the demo exercise kernels, not the tool.
 TESTS_SLOW = tests/t0002-host-starters.sh tests/t0020-compile-host.sh \
 	tests/t0021-compile-cuda.sh tests/t0022-compile-hip.sh \
-	tests/t0025-candidates.sh tests/t0026-ncu-op.sh tests/t0210-demo.sh
+	tests/t0025-candidates.sh tests/t0026-ncu-op.sh tests/t0027-device-round.sh \
+	tests/t0210-demo.sh
 
 asan:
 	$(MAKE) B=build-asan CFLAGS="$(SAN_CFLAGS)"

@@ -9,14 +9,14 @@
 #            session 14, before the test shapes grew); LANES, lanes
 #            separated by ';', runs those instead (a part of the suite,
 #            for a second call)
-#   judge    the candidates of scripts/candidates/queue, through judge.sh
+#   judge    the candidates of QUEUE (scripts/candidates/queue), through judge.sh
 #            at the op's issue-20 shapes (weights below) in the line's dtype;
-#            a branch's tip, where it kept one, into KEPT/<op>.cu (default
+#            a branch's tip, where it kept one, into KEPT/<op>.<ext> (default
 #            build/kept: ignored, so it stays for the next call on the same
 #            machine); ONLY="op/dtype ..." judges those groups alone
 #   tables   scripts/real-shapes.sh for OPS (default every op; JOBS 3 at
 #            a time, the benchmarks still one at a time), each op from
-#            KEPT/<op>.cu where judge left one (else its starter), and their
+#            KEPT/<op>.<ext> where judge left one (else its starter), and their
 #            tables (scripts/shapes-table.py)
 #   ncu      Nsight Compute (--clock-control none) over scripts/ncu-op.py
 #            for each OP:SHAPE:DTYPE of NCU (default: the rows furthest
@@ -32,6 +32,10 @@
 # still brings back what it finished.  The device tool brings back few
 # files, so everything else stays inside the tarball.  With DEADLINE (s
 # from the start), judge starts no group with less than 150 s left.
+# BACKEND (cuda) is the backend judge and tables use: host runs them on
+# the CPU, as t0027 does with a queue of host candidates, WORKLOAD (shape:
+# weight ...) in place of every op's shapes, and AK_BUNDLE=- (the
+# git-autokernel on PATH, no tarball).
 #
 #   here:   make bundle
 #   device run (carry build/git-autokernel-0.1.0.tar.gz, timeout 600):
@@ -45,17 +49,26 @@ src=$PWD
 out=${OUT:-$src/device-out}
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
 bundle=${AK_BUNDLE:-$(ls build/git-autokernel-*.tar.gz 2>/dev/null | head -1)}
-test -f "$bundle" || { echo "no bundle: make bundle here first" >&2; exit 2; }
-bundle=$(cd "$(dirname "$bundle")" && pwd)/$(basename "$bundle")
+if test "$bundle" != -; then
+	test -f "$bundle" || { echo "no bundle: make bundle here first" >&2; exit 2; }
+	bundle=$(cd "$(dirname "$bundle")" && pwd)/$(basename "$bundle")
+fi
 kept=${KEPT:-$src/build/kept}
+backend=${BACKEND:-cuda}
+case $backend in
+cuda) ext=cu ;; hip) ext=hip ;; host) ext=c ;; triton) ext=py ;;
+*) echo "unknown backend '$backend'" >&2; exit 2 ;;
+esac
 mkdir -p "$kept" && kept=$(cd "$kept" && pwd) || exit 2
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/device-round.XXXXXX") || exit 2
 trap 'rm -rf "$W"' EXIT
 B=$(mktemp -d "${TMPDIR:-/tmp}/device-round-tool.XXXXXX") || exit 2
 trap 'rm -rf "$W" "$B"' EXIT
-tar -C "$B" -xzf "$bundle" || exit 2
-export PATH=$B/git-autokernel/bin:$PATH
+if test "$bundle" != -; then
+	tar -C "$B" -xzf "$bundle" || exit 2
+	export PATH=$B/git-autokernel/bin:$PATH
+fi
 sum=$out/summary.txt
 t0=$(date +%s)
 pack () { cp "$sum" "$W/summary.txt"; tar -C "$W" -czf "$out/r.tgz" .; }
@@ -101,21 +114,22 @@ check () {
 # judge: the queue's lines grouped by op and dtype, in order of first
 # appearance; each group one judge.sh branch
 judge () {
-	q=scripts/candidates/queue
+	q=${QUEUE:-scripts/candidates/queue}
 	grep -v '^[[:space:]]*\(#\|$\)' "$q" | awk '{ print $1 "/" $2 }' |
 		awk '!seen[$0]++' >"$W/groups"
 	n=0
 	while read -r g; do
 		op=${g%/*} dt=${g#*/}
 		case " ${ONLY:-$g} " in *" $g "*) ;; *) continue ;; esac
-		ws=$(workload "$op") || { echo "== judge: unknown op $op"; continue; }
+		ws=${WORKLOAD:-$(workload "$op")} ||
+			{ echo "== judge: unknown op $op"; continue; }
 		shapes=
 		for s in $ws; do shapes="$shapes $s:$dt"; done
 		set --
 		while read -r qop qdt spec msg; do
 			test "$qop/$qdt" = "$g" || continue
 			n=$((n + 1))
-			f=$W/cand/$n-$(basename "${spec%%:*}" .patch).cu
+			f=$W/cand/$n-$(basename "${spec%%:*}" .patch).$ext
 			mkdir -p "$W/cand"
 			if sh scripts/candidate.sh "$spec" "$f" 2>"$W/cand/$n.err"; then
 				set -- "$@" "$f=$msg"
@@ -133,16 +147,17 @@ EOF
 		fi
 		echo "== judge $op $dt:$shapes"
 		from=
-		test -f "$kept/$op.cu" && from="-f $kept/$op.cu" &&
-			echo "   from $kept/$op.cu (kept earlier)"
+		test -f "$kept/$op.$ext" && from="-f $kept/$op.$ext" &&
+			echo "   from $kept/$op.$ext (kept earlier)"
 		# shellcheck disable=SC2086
-		sh scripts/judge.sh -o "$W/judge-$op-$dt" -s "$shapes" $from "$op" "$@" </dev/null
-		best=$W/judge-$op-$dt/best.cu
-		if test -f "$best" && ! cmp -s "$best" "kernels/cuda/$op.cu" &&
-			! cmp -s "$best" "$kept/$op.cu"; then
-			cp "$best" "$kept/$op.cu" && mkdir -p "$W/kept" &&
-				cp "$best" "$W/kept/$op.cu" &&
-				echo "   kept: $kept/$op.cu"
+		sh scripts/judge.sh -b "$backend" -o "$W/judge-$op-$dt" -s "$shapes" $from \
+			"$op" "$@" </dev/null
+		best=$W/judge-$op-$dt/best.$ext
+		if test -f "$best" && ! cmp -s "$best" "kernels/$backend/$op.$ext" &&
+			! cmp -s "$best" "$kept/$op.$ext"; then
+			cp "$best" "$kept/$op.$ext" && mkdir -p "$W/kept" &&
+				cp "$best" "$W/kept/$op.$ext" &&
+				echo "   kept: $kept/$op.$ext"
 		fi
 		pack
 	done <"$W/groups"
@@ -151,8 +166,9 @@ EOF
 tables () {
 	echo "== tables ${OPS:-every op}"
 	# shellcheck disable=SC2086
-	ls "$kept"/*.cu 2>/dev/null | sed 's/^/   from /'
-	JOBS=${JOBS:-3} AUTOKERNEL_TORCH_COMPILE=${AUTOKERNEL_TORCH_COMPILE:-0} KERNELS=$kept \
+	ls "$kept"/*."$ext" 2>/dev/null | sed 's/^/   from /'
+	BACKEND=$backend JOBS=${JOBS:-3} \
+	AUTOKERNEL_TORCH_COMPILE=${AUTOKERNEL_TORCH_COMPILE:-0} KERNELS=$kept \
 		sh scripts/real-shapes.sh "$W/shapes" ${OPS:-}
 	python3 scripts/shapes-table.py "$W/shapes" >"$W/shapes.md" 2>&1
 	cat "$W/shapes.md"
