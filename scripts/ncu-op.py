@@ -21,7 +21,8 @@ With --backend host the kernel is the host starter, on the CPU (how the
 tests run this script).
 """
 import argparse
-import ctypes
+import importlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -32,23 +33,20 @@ sys.path.insert(0, os.path.join(SRC, "python"))
 
 import torch  # noqa: E402
 
-AK = {"f16": 0, "bf16": 1, "f32": 2, "f64": 3, "i32": 4, "i64": 5}
-TORCH = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+
+def package_module(name):
+    """python/autokernel_ops/<name>.py alone: the ABI through ctypes and
+    the build flags that export's package has, without the package's
+    __init__ (which registers exported kernels as torch ops)."""
+    path = os.path.join(SRC, "python", "autokernel_ops", name + ".py")
+    spec = importlib.util.spec_from_file_location("ak_ncu" + name, path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
 
 
-class Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int),
-                ("ndim", ctypes.c_int), ("shape", ctypes.c_int64 * 4),
-                ("stride", ctypes.c_int64 * 4)]
-
-
-class Args(ctypes.Structure):
-    _fields_ = [("n_in", ctypes.c_int), ("n_out", ctypes.c_int),
-                ("inp", ctypes.POINTER(Tensor)),
-                ("out", ctypes.POINTER(Tensor)),
-                ("scalar", ctypes.c_double * 4), ("stream", ctypes.c_void_p),
-                ("workspace", ctypes.c_void_p),
-                ("workspace_size", ctypes.c_size_t)]
+abi = package_module("_abi")
+arch_flags = package_module("_build").arch_flags
 
 
 def layout(op, dims):
@@ -101,19 +99,7 @@ def make(shape, kind, dt, device, g):
         t = torch.sin(3 * t)
     elif isinstance(kind, tuple):
         t = t / kind[1] ** 0.5
-    return t.to(TORCH[dt]).to(device)
-
-
-def tensor(t, dt):
-    s = Tensor()
-    s.data = t.data_ptr()
-    s.dtype = AK["i64" if t.dtype == torch.int64 else
-                  "f32" if t.dtype == torch.float32 else dt]
-    s.ndim = t.dim()
-    for i in range(t.dim()):
-        s.shape[i] = t.shape[i]
-        s.stride[i] = t.stride(i)
-    return s
+    return t.to(abi.NAMES[dt]).to(device)
 
 
 def compiler(backend):
@@ -134,8 +120,8 @@ def build(src, backend):
     inc = "-I" + os.path.join(SRC, "include")
     if backend == "cuda":
         cmd = [compiler(backend), "-O1", "-lineinfo", "-shared",
-               "-Xcompiler", "-fPIC",
-               "-gencode=arch=compute_90a,code=sm_90a", inc, "-o", so, src]
+               "-Xcompiler", "-fPIC"] + arch_flags(backend, "sm_90") + \
+              [inc, "-o", so, src]
     else:
         cmd = [compiler(backend), "-std=gnu11", "-O3", "-fopenmp",
                "-shared", "-fPIC", inc, "-o", so, src, "-lm"]
@@ -150,7 +136,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("op")
     ap.add_argument("shape")
-    ap.add_argument("dtype", choices=sorted(TORCH))
+    ap.add_argument("dtype", choices=("bf16", "f16", "f32"))
     ap.add_argument("--src")
     ap.add_argument("--torch", action="store_true")
     ap.add_argument("--calls", type=int, default=2)
@@ -164,57 +150,37 @@ def main():
     device = "cuda" if cuda else "cpu"
     src = o.src or os.path.join(SRC, "kernels", o.backend,
                                 o.op + (".cu" if cuda else ".c"))
-    lib = ctypes.CDLL(build(src, o.backend))
-    lib.ak_kernel.argtypes = [ctypes.POINTER(Args)]
-    ws_fn = getattr(lib, "ak_workspace_size", None)
-    if ws_fn is not None:
-        ws_fn.argtypes = [ctypes.POINTER(Args)]
-        ws_fn.restype = ctypes.c_size_t
-    ref = None
-    if o.torch:
-        import importlib
-        ref = importlib.import_module("torch_ref." + o.op)
-    stream = torch.cuda.current_stream().cuda_stream if cuda else None
-    nvtx = torch.cuda.nvtx if cuda else None
+    kernel = abi.Kernel(build(src, o.backend))
+    ref = importlib.import_module("torch_ref." + o.op) if o.torch else None
     g = torch.Generator().manual_seed(1)
-    keep = []
 
     def call_kernel(inp):
-        out = [torch.empty(s, dtype=TORCH[d or o.dtype], device=device)
+        out = [torch.empty(s, dtype=abi.NAMES[d or o.dtype], device=device)
                for s, d in outs]
-        tin = (Tensor * len(inp))(*[tensor(t, o.dtype) for t in inp])
-        tout = (Tensor * len(out))(*[tensor(t, o.dtype) for t in out])
-        a = Args(len(inp), len(out), tin, tout, (ctypes.c_double * 4)(*scalar),
-                 stream, None, 0)
-        n = ws_fn(ctypes.byref(a)) if ws_fn is not None else 0
-        ws = torch.empty(max(n, 1), dtype=torch.uint8, device=device)
-        a.workspace, a.workspace_size = ws.data_ptr(), n
-        keep.append((tin, tout, ws))
-        rc = lib.ak_kernel(ctypes.byref(a))
+        rc = kernel(inp, out, scalar)
         if rc:
             raise SystemExit("ak_kernel returned %d" % rc)
         return out[0]
 
+    def ranged(name, fn, inp, mark):
+        """fn(inp) to its end, inside the NVTX range name where mark."""
+        if cuda:
+            torch.cuda.synchronize()
+            if mark:
+                torch.cuda.nvtx.range_push(name)
+        r = fn(inp)
+        if cuda:
+            torch.cuda.synchronize()
+            if mark:
+                torch.cuda.nvtx.range_pop()
+        return r
+
     for i in range(o.calls + 1):
         inp = [make(s, k, o.dtype, device, g) for s, k in ins]
-        if cuda:
-            torch.cuda.synchronize()
-        if nvtx and i:
-            nvtx.range_push("ak_kernel")
-        y = call_kernel(inp)
-        if cuda:
-            torch.cuda.synchronize()
-        if nvtx and i:
-            nvtx.range_pop()
+        y = ranged("ak_kernel", call_kernel, inp, i > 0)
         if ref is None:
             continue
-        if nvtx and i:
-            nvtx.range_push("ak_torch")
-        r = ref.op(inp, scalar)
-        if cuda:
-            torch.cuda.synchronize()
-        if nvtx and i:
-            nvtx.range_pop()
+        r = ranged("ak_torch", lambda x: ref.op(x, scalar), inp, i > 0)
         d = (y.double() - r.double()).abs().max().item()
         print("call %d: kernel against PyTorch, largest difference %.3g" % (i, d))
     print("%s %s %s: %d calls of the kernel%s, after one outside the ranges"
