@@ -20,18 +20,25 @@ static json_t *timings(double ma, double a1, double a3, double mb,
 			 "n", n);
 }
 
+/* A keep rule's answer k when its reason (why) contains want, else -1;
+ * frees why and the results j it judged. */
+static int answer(int k, struct strbuf *why, json_t *j, const char *want)
+{
+	printf("# %s\n", why->buf);
+	if (!strstr(why->buf, want))
+		k = -1;
+	strbuf_release(why);
+	json_decref(j);
+	return k;
+}
+
 /* bench_keep()'s answer when its reason contains want, else -1. */
 static int keep(json_t *bench, const char *want)
 {
 	struct strbuf why = STRBUF_INIT;
 	int k = bench_keep(bench, 0.01, &why);
 
-	printf("# %s\n", why.buf);
-	if (!strstr(why.buf, want))
-		k = -1;
-	strbuf_release(&why);
-	json_decref(bench);
-	return k;
+	return answer(k, &why, bench, want);
 }
 
 /* A two-shape workload 5x faster in its weighted total (shape 0, with
@@ -55,12 +62,7 @@ static int wl_keep(json_t *wl, const char *want)
 	struct strbuf why = STRBUF_INIT;
 	int k = workload_keep(wl, 0.01, 0, &why);
 
-	printf("# %s\n", why.buf);
-	if (!strstr(why.buf, want))
-		k = -1;
-	strbuf_release(&why);
-	json_decref(wl);
-	return k;
+	return answer(k, &why, wl, want);
 }
 
 int main(void)
