@@ -10,7 +10,8 @@
 #            separated by ';', runs those instead (a part of the suite,
 #            for a second call)
 #   judge    the candidates of QUEUE (scripts/candidates/queue), through judge.sh
-#            at the op's issue-20 shapes (weights below) in the line's dtype;
+#            at the op's issue-20 shapes (real-shapes.sh --shapes: weights
+#            about 1/time) in the line's dtype;
 #            a branch's tip, where it kept one, into KEPT/<op>.<ext> (default
 #            build/kept: ignored, so it stays for the next call on the same
 #            machine); ONLY="op/dtype ..." judges those groups alone
@@ -77,26 +78,6 @@ pack () { cp "$sum" "$W/summary.txt"; tar -C "$W" -czf "$out/r.tgz" .; }
 	nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1
 } >"$sum"
 
-# The op's shapes, weighted by about 1/(its time on an H200 in the tables
-# of doc/results/h200/shapes.md), so that each counts by its relative
-# change where equal weights would let the longest decide.
-workload () {
-	case $1 in
-	reduce) echo 1x16777216:15 8192x8192:7 4096x128256:1 ;;
-	softmax) echo 1x32000:26 32x50257:19 16x128256:18 8192x1024:16 4096x4096:10 ;;
-	layernorm) echo 8192x768:7 4096x2048:6 16384x4096:1 ;;
-	rmsnorm) echo 1x4096:33 8192x4096:4 32768x5120:1 ;;
-	rotary_embedding) echo 8x8x2048x64:5 2x32x1024x128:5 1x32x4096x128:3 ;;
-	cross_entropy) echo 1024x50257:13 4096x32000:6 8192x128256:1 ;;
-	flash_attention) echo 2x32x1024x64:26 4x16x2048x64:9 8x32x512x128:10 \
-		1x32x4096x128:4 ;;
-	matmul) echo 16x4096x4096:72 1000x1000x1000:150 2048x2048x2048:51 \
-		4096x4096x4096:8 8192x8192x8192:1 ;;
-	fused_mlp) echo 512x2048x5504:25 2048x2048x5504:9 4096x4096x14336:1 ;;
-	*) return 1 ;;
-	esac
-}
-
 check () {
 	lanes=${LANES:-"t0650@matmul,softmax,layernorm,rmsnorm;t0650@cross_entropy,reduce,rotary_embedding,flash_attention,fused_mlp;t0670@softmax,layernorm,rmsnorm,cross_entropy,reduce;t0670@matmul,rotary_embedding,half,flash_attention,fused_mlp;t0640 t0610 t0660 t0630;t0620 t0400"}
 	left=$((${DEADLINE:-540} - ($(date +%s) - t0)))
@@ -115,13 +96,13 @@ check () {
 # appearance; each group one judge.sh branch
 judge () {
 	q=${QUEUE:-scripts/candidates/queue}
-	grep -v '^[[:space:]]*\(#\|$\)' "$q" | awk '{ print $1 "/" $2 }' |
-		awk '!seen[$0]++' >"$W/groups"
+	grep -v '^[[:space:]]*\(#\|$\)' "$q" >"$W/lines"
+	awk '!seen[$1 "/" $2]++ { print $1 "/" $2 }' "$W/lines" >"$W/groups"
 	n=0
 	while read -r g; do
 		op=${g%/*} dt=${g#*/}
 		case " ${ONLY:-$g} " in *" $g "*) ;; *) continue ;; esac
-		ws=${WORKLOAD:-$(workload "$op")} ||
+		ws=${WORKLOAD:-$(sh scripts/real-shapes.sh --shapes "$op")} ||
 			{ echo "== judge: unknown op $op"; continue; }
 		shapes=
 		for s in $ws; do shapes="$shapes $s:$dt"; done
@@ -136,9 +117,7 @@ judge () {
 			else
 				echo "== judge: $spec not made: $(cat "$W/cand/$n.err")"
 			fi
-		done <<EOF
-$(grep -v '^[[:space:]]*\(#\|$\)' "$q")
-EOF
+		done <"$W/lines"
 		test $# -gt 0 || continue
 		if test -n "${DEADLINE:-}" &&
 			test $(($(date +%s) - t0)) -gt $((DEADLINE - 150)); then

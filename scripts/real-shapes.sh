@@ -10,6 +10,9 @@
 #
 #   PATH=/tmp/git-autokernel/bin:$PATH scripts/real-shapes.sh $OUT/shapes
 #
+# scripts/real-shapes.sh --shapes OP prints OP's list as SHAPE:WEIGHT, the
+# weights those that scripts/device-round.sh judges candidates with.
+#
 # AUTOKERNEL_BENCH_MS (default 300 here) is each benchmark's budget;
 # BACKEND (cuda) the backend; KERNELS a folder whose <op>.<ext> (a
 # candidate, judge.sh's best.<ext>) an op starts from instead of the
@@ -23,6 +26,32 @@
 # cross_entropy on 5 threads of 16: 18 calls in 89 s), so there JOBS 1
 # is the faster.
 set -u
+# Issue 20's shapes of an op, each with a weight of about 1/(its time on
+# an H200 in doc/results/h200/shapes.md), so that in a judgement each
+# counts by its relative change where equal weights would let the longest
+# decide.  The tables here start each op with equal weights, as the issue
+# says: a weight changes no timing.
+shapes () {
+	case $1 in
+	reduce) echo 1x16777216:15 8192x8192:7 4096x128256:1 ;;
+	softmax) echo 1x32000:26 32x50257:19 16x128256:18 8192x1024:16 4096x4096:10 ;;
+	layernorm) echo 8192x768:7 4096x2048:6 16384x4096:1 ;;
+	rmsnorm) echo 1x4096:33 8192x4096:4 32768x5120:1 ;;
+	rotary_embedding) echo 8x8x2048x64:5 2x32x1024x128:5 1x32x4096x128:3 ;;
+	cross_entropy) echo 1024x50257:13 4096x32000:6 8192x128256:1 ;;
+	flash_attention) echo 2x32x1024x64:26 4x16x2048x64:9 8x32x512x128:10 \
+		1x32x4096x128:4 ;;
+	matmul) echo 16x4096x4096:72 1000x1000x1000:150 2048x2048x2048:51 \
+		4096x4096x4096:8 8192x8192x8192:1 ;;
+	fused_mlp) echo 512x2048x5504:25 2048x2048x5504:9 4096x4096x14336:1 ;;
+	*) return 1 ;;
+	esac
+}
+
+if test "${1:-}" = --shapes; then
+	shapes "${2:-}" || { echo "unknown op '${2:-}'" >&2; exit 2; }
+	exit 0
+fi
 out=${1:?usage: scripts/real-shapes.sh OUTDIR [OP...]}
 shift
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
@@ -31,22 +60,6 @@ export KERNELS
 export AUTOKERNEL_BENCH_MS=${AUTOKERNEL_BENCH_MS:-300}
 backend=${BACKEND:-cuda}
 jobs=${JOBS:-1}
-shapes () {
-	case $1 in
-	reduce) echo 1x16777216 8192x8192 4096x128256 ;;
-	softmax) echo 1x32000 32x50257 16x128256 8192x1024 4096x4096 ;;
-	layernorm) echo 8192x768 4096x2048 16384x4096 ;;
-	rmsnorm) echo 1x4096 8192x4096 32768x5120 ;;
-	rotary_embedding) echo 8x8x2048x64 2x32x1024x128 1x32x4096x128 ;;
-	cross_entropy) echo 1024x50257 4096x32000 8192x128256 ;;
-	flash_attention) echo 2x32x1024x64 4x16x2048x64 8x32x512x128 \
-		1x32x4096x128 ;;
-	matmul) echo 16x4096x4096 1000x1000x1000 2048x2048x2048 \
-		4096x4096x4096 8192x8192x8192 ;;
-	fused_mlp) echo 512x2048x5504 2048x2048x5504 4096x4096x14336 ;;
-	*) return 1 ;;
-	esac
-}
 
 # run_op OP: OP's starter in a scratch repository of its own, timed
 run_op () {
@@ -57,7 +70,7 @@ run_op () {
 	cd "$repo" && git init -q && git commit -q --allow-empty -m init ||
 		exit 3
 	args=
-	for s in $list; do args="$args --shape $s:1"; done
+	for s in $list; do args="$args --shape ${s%%:*}:1"; done
 	from=$(ls "${KERNELS:-/nonexistent}/$op".* 2>/dev/null | head -1)
 	test -n "$from" && args="$args --from $from"
 	# shellcheck disable=SC2086
