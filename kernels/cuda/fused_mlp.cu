@@ -13,9 +13,16 @@
  * tiles of 128 x 256 at 2048 tokens, one wave) is unchanged there; at 512
  * tokens it has 4 x 8 = 32 tiles, a quarter of the SMs, so it splits K
  * into up to SPLITK parts (pick_parts), each part's f32 sums to the
- * workspace and one more kernel adding them in order.  The split is a
- * kernel instance of its own (SPLIT), so the unsplit shapes run the code
- * they ran before it.  Judged by the hook on an H100 (f16): 512x2048x5504
+ * workspace and one more kernel adding them in order.  With PDL, the
+ * kernels after the first are programmatic dependent launches: each may
+ * be scheduled once every block of the one before it has started (its
+ * last wave), taking SMs as that one's blocks leave them, and waits for
+ * its end before touching memory, so the launch gaps of the call are
+ * hidden (judged by the hook on an H100, f16, session 21: 512x2048x5504
+ * 84.86 -> 80.61 us, 2048x2048x5504 215.26 -> 212.74, 4096x4096x14336
+ * 1954.11 -> 1948.64).  The split is a kernel instance of its own
+ * (SPLIT), so the unsplit shapes run the code they ran before it.
+ * Judged by the hook on an H100 (f16): 512x2048x5504
  * 116.3 -> 93.6 us; 2048x2048x5504 and 4096x4096x14336 even.  Measured on
  * an H200 at 2048x2048x5504 f16 (doc/results/h200/fused_mlp.md): mma.sync
  * 578 us, wgmma 358, the fitted width 325, and without clusters see below.
@@ -76,6 +83,7 @@
 #define CLUSTER 1   /* autokernel: tune 1,2 */
 #define BN1_FIT 1   /* autokernel: tune 0,1,88,136 */
 #define SPLITK 4    /* autokernel: tune 1,2,4 */
+#define PDL 1       /* autokernel: tune 0,1 */
 
 #define BN2 256                         /* y tile columns (one m64n256k16 per k16) */
 #define BM 128                          /* two consumer warpgroups x 64 rows */
@@ -450,6 +458,13 @@ gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
 		cluster_sync();
 	else
 		__syncthreads();
+	/* The kernel after this one in the call (the down projection after
+	 * the first GEMM, the parts' sum after a split one) may be scheduled
+	 * once every block of this grid has been here; and where this one was
+	 * so scheduled (PDL), nothing is read or written before the kernel
+	 * before it has finished (without PDL, both are no-ops). */
+	asm volatile("griddepcontrol.launch_dependents;\n"
+		     "griddepcontrol.wait;" ::: "memory");
 
 	if (wg == 0) {
 		/* producer */
@@ -890,7 +905,7 @@ static int launch_cluster(const CUtensorMap &ta, const CUtensorMap &tb0,
 			  int mt, int nt, int parts, cudaStream_t st)
 {
 	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute attr[1];
+	cudaLaunchAttribute attr[2];
 
 	if (cudaFuncSetAttribute(gemm_wgmma<T, BN, NB, CM, SPLIT>,
 				 cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -906,6 +921,14 @@ static int launch_cluster(const CUtensorMap &ta, const CUtensorMap &tb0,
 	attr[0].val.clusterDim.z = 1;
 	cfg.attrs = attr;
 	cfg.numAttrs = 1;
+	/* the down projection (NB 1) may start under the first GEMM's end: it
+	 * waits for it before reading h (griddepcontrol.wait); the first GEMM
+	 * waits for whatever came before the call, as any launch does */
+	if (PDL && NB == 1) {
+		attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		attr[1].val.programmaticStreamSerializationAllowed = 1;
+		cfg.numAttrs = 2;
+	}
 	return cudaLaunchKernelEx(&cfg, gemm_wgmma<T, BN, NB, CM, SPLIT>, ta, tb0, tb1, C,
 				  P, M, N, K) == cudaSuccess ? 0 : -1;
 }
@@ -988,6 +1011,11 @@ template <typename T>
 __global__ void __launch_bounds__(256)
 sum_parts(const float *__restrict__ P, T *__restrict__ C, int64_t MN, int parts)
 {
+#if __CUDA_ARCH__ >= 900
+	/* launched dependent on the parts' GEMM (PDL): its sums are visible
+	 * after this */
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 	for (int64_t i = 4 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x); i < MN;
 	     i += 4 * (int64_t)gridDim.x * blockDim.x) {
 		float4 v = *(const float4 *)(P + i);
@@ -1006,19 +1034,31 @@ sum_parts(const float *__restrict__ P, T *__restrict__ C, int64_t MN, int parts)
 }
 
 /* The parts of K, unpaired (a part's blocks share no B tile with their
- * neighbours' parts), then their sums added into C. */
+ * neighbours' parts), then their sums added into C (with PDL, a
+ * programmatic dependent launch: scheduled under the parts' end). */
 template <typename T, int BN>
 static int launch_parts(const CUtensorMap &ta, const CUtensorMap &tb, T *C, float *P,
 			int M, int N, int K, int mt, int nt, int parts, cudaStream_t st)
 {
 	const int64_t MN = (int64_t)M * N;
 
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[1];
+
 	if (launch_cluster<T, BN, 1, 1, true>(ta, tb, tb, C, P, M, N, K, mt, nt, parts,
 					      st) != 0)
 		return -1;
-	sum_parts<T><<<(int)std::min<int64_t>((MN / 4 + 255) / 256, 8 * sm_count()),
-		       256, 0, st>>>(P, C, MN, parts);
-	return cudaGetLastError() == cudaSuccess ? 0 : -1;
+	cfg.gridDim = dim3((unsigned)std::min<int64_t>((MN / 4 + 255) / 256, 8 * sm_count()));
+	cfg.blockDim = dim3(256);
+	cfg.stream = st;
+	if (PDL) {
+		at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		at[0].val.programmaticStreamSerializationAllowed = 1;
+		cfg.attrs = at;
+		cfg.numAttrs = 1;
+	}
+	return cudaLaunchKernelEx(&cfg, sum_parts<T>, (const float *)P, C, MN, parts) ==
+	       cudaSuccess ? 0 : -1;
 }
 
 /* 0 launched, 1 not possible here (use the fallback), -1 launch error;
