@@ -13,7 +13,9 @@
 # scripts/real-shapes.sh --shapes OP prints OP's list as SHAPE:WEIGHT, the
 # weights those that scripts/device-round.sh judges candidates with.
 #
-# AUTOKERNEL_BENCH_MS (default 300 here) is each benchmark's budget;
+# SHAPES (SHAPE:WEIGHT ...), where set, is every op's list instead (a
+# test's small shapes); AUTOKERNEL_BENCH_MS (default 300 here) is each
+# benchmark's budget;
 # BACKEND (cuda) the backend; KERNELS a folder whose <op>.<ext> (a
 # candidate, judge.sh's best.<ext>) an op starts from instead of the
 # tool's starter; JOBS (1) how many ops at once: their builds and
@@ -64,7 +66,7 @@ jobs=${JOBS:-1}
 # run_op OP: OP's starter in a scratch repository of its own, timed
 run_op () {
 	op=$1
-	list=$(shapes "$op")
+	list=${SHAPES:-$(shapes "$op")}
 	repo=$(mktemp -d "${TMPDIR:-/tmp}/real-shapes-$op-XXXXXX") || return 3
 	(
 	cd "$repo" && git init -q && git commit -q --allow-empty -m init ||

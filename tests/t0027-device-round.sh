@@ -3,7 +3,8 @@
 # host backend with a queue of host candidates: each group judged through
 # judge.sh from what an earlier call kept, what it keeps written back for
 # the next, a patch that no longer applies reported and skipped, ONLY and
-# DEADLINE obeyed, and the summary and tarball in OUT.
+# DEADLINE obeyed, and the summary and tarball in OUT; and tables, whose
+# ops come back as each ends and stop at DEADLINE.
 . "$(dirname "$0")/lib.sh"
 
 ROUND=$SRC_DIR/scripts/device-round.sh
@@ -64,6 +65,59 @@ test_expect_success 'with too little of DEADLINE left, no group starts' '
 	grep "judge softmax f16: not started, under 150 s left of 100" out2/summary.txt &&
 	grep "judge softmax bf16: not started" out2/summary.txt &&
 	cmp kept/softmax.c b/kernels/host/softmax.c
+'
+
+# tables: an op whose bench hangs (a wrapper of the tool) is stopped at
+# DEADLINE, named, and what finished before it comes back.
+test_setup 'a tool whose rmsnorm bench hangs' '
+	real=$(command -v git-autokernel) &&
+	mkdir wrap &&
+	cat >wrap/git-autokernel <<-EOF &&
+	#!/bin/sh
+	case "\$1 \$PWD" in
+	"bench "*real-shapes-rmsnorm-*) exec sleep 2971 ;;
+	esac
+	exec "$real" "\$@"
+	EOF
+	chmod +x wrap/git-autokernel
+'
+
+# As the device's time limit does: the call killed mid-run.
+test_expect_success 'tables: an op that ended is in the tarball of a call killed later' '
+	PATH=$TRASH/wrap:$PATH OUT=$TRASH/out5 KEPT=$TRASH/kept4 BACKEND=host \
+	AK_BUNDLE=- WORKLOAD="64x512:1" OPS="softmax rmsnorm" JOBS=2 \
+		setsid sh "$ROUND" tables >round5.out 2>&1 &
+	pid=$! &&
+	i=0 &&
+	while ! grep -q "softmax: done" out5/summary.txt 2>/dev/null &&
+		test $i -lt 180
+	do
+		sleep 1; i=$((i + 1))
+	done &&
+	sleep 3 &&
+	env kill -s KILL -- "-$pid" &&
+	mkdir r5 && tar -C r5 -xzf out5/r.tgz &&
+	grep "softmax: done" r5/summary.txt &&
+	test -s r5/shapes/softmax-f16.json &&
+	test -s r5/shapes/softmax-bf16.json
+'
+
+test_expect_success 'tables: the rest stopped at DEADLINE, named' '
+	start=$(date +%s) &&
+	PATH=$TRASH/wrap:$PATH OUT=$TRASH/out4 KEPT=$TRASH/kept4 BACKEND=host \
+	AK_BUNDLE=- WORKLOAD="64x512:1" OPS="softmax rmsnorm" JOBS=2 DEADLINE=100 \
+		sh "$ROUND" tables >round4.out 2>&1 &&
+	took=$(($(date +%s) - start)) &&
+	echo "took $took s" &&
+	test "$took" -lt 95 &&
+	! pgrep -f "sleep 2971" &&
+	grep "^   softmax: done" out4/summary.txt &&
+	grep "cut off 70 s into DEADLINE 100; not done: rmsnorm" out4/summary.txt &&
+	grep "^## softmax" out4/summary.txt &&
+	mkdir r4 && tar -C r4 -xzf out4/r.tgz &&
+	python3 -c "import json,sys; b=json.load(open(sys.argv[1])); assert b.get(\"shapes\", [b])[0][\"shape\"] == \"64x512\"" \
+		r4/shapes/softmax-f16.json &&
+	grep "^## softmax" r4/shapes.md
 '
 
 test_expect_success 'an unknown mode or backend is refused' '
