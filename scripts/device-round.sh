@@ -197,8 +197,7 @@ tables () {
 	sed -n "$((seen + 1)),\$p" "$W/tables.log" | sed 's/^/   /'
 	if test -n "$cut"; then
 		left=
-		for op in ${OPS:-reduce softmax layernorm rmsnorm rotary_embedding \
-			cross_entropy flash_attention matmul fused_mlp}; do
+		for op in ${OPS:-$(sh scripts/real-shapes.sh --ops)}; do
 			grep -q "^$op: done" "$W/tables.log" || left="$left $op"
 		done
 		echo "   cut off $((DEADLINE - 30)) s into DEADLINE $DEADLINE; not done:$left"

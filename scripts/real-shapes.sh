@@ -11,7 +11,8 @@
 #   PATH=/tmp/git-autokernel/bin:$PATH scripts/real-shapes.sh $OUT/shapes
 #
 # scripts/real-shapes.sh --shapes OP prints OP's list as SHAPE:WEIGHT, the
-# weights those that scripts/device-round.sh judges candidates with.
+# weights those that scripts/device-round.sh judges candidates with;
+# --ops the ops run when none is named.
 #
 # SHAPES (SHAPE:WEIGHT ...), where set, is every op's list instead (a
 # test's small shapes); AUTOKERNEL_BENCH_MS (default 300 here) is each
@@ -50,8 +51,16 @@ shapes () {
 	esac
 }
 
+# the ops, in the order they are run when none is named
+OPS_ALL="reduce softmax layernorm rmsnorm rotary_embedding cross_entropy
+flash_attention matmul fused_mlp"
+
 if test "${1:-}" = --shapes; then
 	shapes "${2:-}" || { echo "unknown op '${2:-}'" >&2; exit 2; }
+	exit 0
+fi
+if test "${1:-}" = --ops; then
+	echo $OPS_ALL
 	exit 0
 fi
 out=${1:?usage: scripts/real-shapes.sh OUTDIR [OP...]}
@@ -91,8 +100,8 @@ run_op () {
 	rm -rf "$repo"
 }
 
-test $# -gt 0 || set -- reduce softmax layernorm rmsnorm rotary_embedding \
-	cross_entropy flash_attention matmul fused_mlp
+# shellcheck disable=SC2086
+test $# -gt 0 || set -- $OPS_ALL
 for op; do
 	shapes "$op" >/dev/null || { echo "unknown op '$op'" >&2; exit 2; }
 done

@@ -120,6 +120,15 @@ test_expect_success 'tables: the rest stopped at DEADLINE, named' '
 	grep "^## softmax" r4/shapes.md
 '
 
+test_expect_success 'real-shapes.sh --ops: every op the tool has, each with its shapes' '
+	sh "$SRC_DIR/scripts/real-shapes.sh" --ops | tr " " "\n" | sort >ops &&
+	git autokernel ops | awk "/^[a-z_]+ / { print \$1 }" | sort >tool-ops &&
+	cmp ops tool-ops &&
+	for op in $(cat ops); do
+		sh "$SRC_DIR/scripts/real-shapes.sh" --shapes $op | grep -q ":" || exit 1
+	done
+'
+
 test_expect_success 'an unknown mode or backend is refused' '
 	OUT=$TRASH/out3 AK_BUNDLE=- BACKEND=nope sh "$ROUND" judge >o 2>&1;
 	test $? = 2 && grep "unknown backend" o &&
