@@ -13,17 +13,17 @@
  * tiles of 128 x 256 at 2048 tokens, one wave) is unchanged there; at 512
  * tokens it has 4 x 8 = 32 tiles, a quarter of the SMs, so it splits K
  * into up to SPLITK parts (pick_parts), each part's f32 sums to the
- * workspace and one more kernel adding them in order.  With PDL, the
- * kernels after the first are programmatic dependent launches: each may
- * be scheduled once every block of the one before it has started (its
- * last wave), taking SMs as that one's blocks leave them, and waits for
- * its end before touching memory, so the launch gaps of the call are
+ * workspace and one more kernel adding them in order.  The split is a
+ * kernel instance of its own (SPLIT), so the unsplit shapes run the code
+ * they ran before it.  Judged by the hook on an H100 (f16): 512x2048x5504
+ * 116.3 -> 93.6 us; 2048x2048x5504 and 4096x4096x14336 even.  With PDL,
+ * the kernels after the first are programmatic dependent launches: each
+ * may be scheduled once every block of the one before it has started
+ * (its last wave), taking SMs as that one's blocks leave them, and waits
+ * for its end before touching memory, so the launch gaps of the call are
  * hidden (judged by the hook on an H100, f16, session 21: 512x2048x5504
  * 84.86 -> 80.61 us, 2048x2048x5504 215.26 -> 212.74, 4096x4096x14336
- * 1954.11 -> 1948.64).  The split is a kernel instance of its own
- * (SPLIT), so the unsplit shapes run the code they ran before it.
- * Judged by the hook on an H100 (f16): 512x2048x5504
- * 116.3 -> 93.6 us; 2048x2048x5504 and 4096x4096x14336 even.  Measured on
+ * 1954.11 -> 1948.64).  Measured on
  * an H200 at 2048x2048x5504 f16 (doc/results/h200/fused_mlp.md): mma.sync
  * 578 us, wgmma 358, the fitted width 325, and without clusters see below.
  *
