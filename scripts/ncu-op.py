@@ -2,7 +2,7 @@
 """scripts/ncu-op.py OP SHAPE DTYPE [--src FILE] [--torch] [--calls N]
 [--backend cuda|host]: one op at one shape and dtype, driven from Python
 for a profiler: the kernel (FILE, default kernels/<backend>/<op>.<ext>,
-built here with the flags the tool uses) called through the ABI of
+built by the tool: verify --build-only) called through the ABI of
 include/autokernel.h, and with --torch PyTorch's own op
 (python/torch_ref/<op>.py, as `bench --torch` times it), each N times
 (default 2) on fresh random inputs, each call inside an NVTX push/pop
@@ -23,7 +23,9 @@ tests run this script).
 import argparse
 import importlib
 import importlib.util
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,9 +37,9 @@ import torch  # noqa: E402
 
 
 def package_module(name):
-    """python/autokernel_ops/<name>.py alone: the ABI through ctypes and
-    the build flags that export's package has, without the package's
-    __init__ (which registers exported kernels as torch ops)."""
+    """python/autokernel_ops/<name>.py alone (the ABI through ctypes),
+    without the package's __init__ (which registers exported kernels as
+    torch ops)."""
     path = os.path.join(SRC, "python", "autokernel_ops", name + ".py")
     spec = importlib.util.spec_from_file_location("ak_ncu" + name, path)
     m = importlib.util.module_from_spec(spec)
@@ -46,7 +48,6 @@ def package_module(name):
 
 
 abi = package_module("_abi")
-arch_flags = package_module("_build").arch_flags
 
 
 def layout(op, dims):
@@ -102,34 +103,28 @@ def make(shape, kind, dt, device, g):
     return t.to(abi.NAMES[dt]).to(device)
 
 
-def compiler(backend):
-    """The compiler the tool would take (lib/toolchain.c)."""
-    if backend == "host":
-        return os.environ.get("AUTOKERNEL_CC") or "cc"
-    if os.environ.get("AUTOKERNEL_NVCC"):
-        return os.environ["AUTOKERNEL_NVCC"]
-    nvcc = os.path.join(os.environ.get("CUDA_HOME") or "/usr/local/cuda",
-                        "bin", "nvcc")
-    return nvcc if os.path.exists(nvcc) else "nvcc"
-
-
-def build(src, backend):
-    """The kernel's shared object, built as the tool builds it
-    (backends/build.c; sm_90a, for Hopper)."""
-    so = os.path.join(tempfile.mkdtemp(prefix="ak-ncu-"), "kernel.so")
-    inc = "-I" + os.path.join(SRC, "include")
-    if backend == "cuda":
-        cmd = [compiler(backend), "-O1", "-lineinfo", "-shared",
-               "-Xcompiler", "-fPIC"] + arch_flags(backend, "sm_90") + \
-              [inc, "-o", so, src]
-    else:
-        cmd = [compiler(backend), "-std=gnu11", "-O3", "-fopenmp",
-               "-shared", "-fPIC", inc, "-o", so, src, "-lm"]
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+def build(src, op, shape, dt, backend):
+    """The kernel's shared object, built by the tool itself (`git
+    autokernel verify --build-only` on a kernel directory of its own: the
+    tool's compiler, flags and cache), its path."""
+    d = tempfile.mkdtemp(prefix="ak-ncu-")
+    name = "kernel" + os.path.splitext(src)[1]
+    shutil.copy(src, os.path.join(d, name))
+    with open(os.path.join(d, "problem.json"), "w") as f:
+        json.dump({"version": 1, "op": op, "backend": backend,
+                   "kernel": name, "dtypes": [dt], "bench_shape": shape,
+                   "smoke_shape": shape, "test_shapes": [shape],
+                   "edge_shapes": [shape], "seed": 1}, f)
+    r = subprocess.run(["git", "autokernel", "verify", "--build-only", d],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        universal_newlines=True)
-    if r.returncode:
-        raise SystemExit("build failed: %s\n%s" % (" ".join(cmd), r.stdout))
-    return so
+    shutil.rmtree(d)
+    # "built <name> (<label>) for <backend>: <object>[ (cached)]"
+    last = (r.stdout.strip().splitlines() or [""])[-1]
+    if r.returncode or not last.startswith("built "):
+        raise SystemExit("build failed:\n%s" % r.stdout)
+    so = last.split(": ", 1)[1]
+    return so[:-len(" (cached)")] if so.endswith(" (cached)") else so
 
 
 def main():
@@ -150,7 +145,7 @@ def main():
     device = "cuda" if cuda else "cpu"
     src = o.src or os.path.join(SRC, "kernels", o.backend,
                                 o.op + (".cu" if cuda else ".c"))
-    kernel = abi.Kernel(build(src, o.backend))
+    kernel = abi.Kernel(build(src, o.op, o.shape, o.dtype, o.backend))
     ref = importlib.import_module("torch_ref." + o.op) if o.torch else None
     g = torch.Generator().manual_seed(1)
 
