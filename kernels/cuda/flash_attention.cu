@@ -23,12 +23,18 @@
  * in L2_MB of L2 (block_work(); on an H200, 8x32x512x128 86.78 -> 84.16
  * us and 1x32x4096x128 264.67 -> 258.21, f16).
  *
- * At D 128 (WS 1) flash_ws runs instead, FlashAttention-3's layout: a TMA
- * producer warpgroup and two consumer warpgroups that each overlap tile
- * t+1's softmax with tile t's P V (see its comment).  Judged by the hook on
+ * At D 128 (WS 1), and at D 64 with WS64, flash_ws runs instead,
+ * FlashAttention-3's layout: a TMA producer warpgroup and two consumer
+ * warpgroups that each overlap tile t+1's softmax with tile t's P V (see
+ * its comment); with PERSIST, up to PERSIST_S keys, one block a
+ * multiprocessor walking its items, the next item's loads under this
+ * one's end.  Judged by the hook on
  * an H100 at issue 20's shapes (f16): 1x32x4096x128 378.2 -> 275.1 us (SDPA
  * 266.5 in the same session), 8x32x512x128 101.7 -> 97.0 (SDPA 61.0: short
- * rows, where each block's start and end are not yet hidden).
+ * rows, where each block's start and end are not yet hidden); then PERSIST
+ * and WS64 (session 22, H100, 5.2% over the workload): 2x32x1024x64 38.91
+ * -> 35.94, 4x16x2048x64 111.84 -> 104.58, 8x32x512x128 94.14 -> 88.93,
+ * 1x32x4096x128 261.98 -> 259.01.
  *
  * Other f16/bf16 D in {16,32} (or no sm_90a, or unaligned data): the
  * FlashAttention-2 kernel on mma.sync m16n8k16 (16 query rows per warp).
@@ -51,6 +57,9 @@
 #define PINGPONG 1 /* autokernel: tune 0,1 (flash_ws's consumers take turns issuing; 0 was even on an H100) */
 #define WS_TILE 128             /* flash_ws: query and key rows a tile */
 #define L2_MB 32   /* autokernel: tune 0,8,16,32 (K and V of a group of heads, 0: no groups) */
+#define PERSIST 1  /* autokernel: tune 0,1 (flash_ws: one block an SM walks its items, the next one's loads under this one's end) */
+#define PERSIST_S 2048 /* autokernel: tune 1024,2048,1073741824 (PERSIST up to this sequence length: on an H100 1x32x4096x128 took 8% longer persistent) */
+#define WS64 1     /* autokernel: tune 0,1 (1: flash_ws at D 64 too) */
 
 #define MMA_WARPS 4             /* mma.sync path: warps per block */
 #define MMA_BKV 64              /* mma.sync path: keys per tile */
@@ -659,7 +668,8 @@ flash_wg(const T *__restrict__ q, const T *__restrict__ k,
 }
 
 /*
- * One tile t of a flash_ws consumer, P(t) in pa: S' = Q K(t+1) and
+ * One tile t of a flash_ws consumer (the block's g-th, which names its
+ * stage and phase), P(t) in pa: S' = Q K(t+1) and
  * O += P V(t) issued together (MORE: there is a tile t+1), tile t+1's
  * softmax while P V(t) runs, then O rescaled and P(t+1) packed.  The last
  * tile is its own instance, so no wgmma sits on a divergent path (ptxas
@@ -667,18 +677,18 @@ flash_wg(const T *__restrict__ q, const T *__restrict__ k,
  */
 template <typename T, int D, bool MORE>
 static __device__ __forceinline__ void
-ws_step(int t, int c, int r0, int row_a, int row_b, int S, float sl2, uint64_t dq,
+ws_step(int t, int g, int c, int r0, int row_a, int row_b, int S, float sl2, uint64_t dq,
 	uint64_t dk0, uint64_t dv0, uint32_t full_k, uint32_t full_v, uint32_t empty_k,
 	uint32_t empty_v, wg_acc<D> &oacc, wg_acc<WS_TILE> &sacc,
 	uint32_t (*pa)[4], float &m_a, float &m_b, float &l_a, float &l_b)
 {
 	constexpr int TK = WS_TILE, KB = D / 64 * TK * 128;
-	const int st = t & 1, nx = st ^ 1, lane = threadIdx.x % 32;
+	const int st = g & 1, nx = st ^ 1, lane = threadIdx.x % 32;
 	float al_a, al_b;
 
 	if (MORE)
-		mbar_wait(full_k + 8 * nx, (t + 1) >> 1 & 1);
-	mbar_wait(full_v + 8 * st, t >> 1 & 1);
+		mbar_wait(full_k + 8 * nx, (g + 1) >> 1 & 1);
+	mbar_wait(full_v + 8 * st, g >> 1 & 1);
 	if (PINGPONG)
 		named_bar(1 + c, 256);
 	wgmma_fence();
@@ -688,8 +698,9 @@ ws_step(int t, int c, int r0, int row_a, int row_b, int S, float sl2, uint64_t d
 	}
 	issue_pv<T, TK>(oacc, pa, dv0 + (st * KB >> 4));
 	wgmma_commit();
-	/* the other's turn; the second consumer's last turn has no answer
-	 * to wait for */
+	/* the other's turn; the second consumer's last turn of an item has
+	 * no answer to wait for (its arrival at the next item's start stands
+	 * in for it) */
 	if (PINGPONG && (MORE || c == 0))
 		named_arrive(2 - c, 256);
 	if (MORE) {
@@ -712,22 +723,46 @@ ws_step(int t, int c, int r0, int row_a, int row_b, int S, float sl2, uint64_t d
 }
 
 /*
- * flash_ws: the warp-specialized form at D 128 (WS 1), as FlashAttention-3
- * lays it out.  A block of three warpgroups owns 128 query rows of one
- * (b,h).  Warpgroup 0 is the producer: one thread issues TMA copies of the
- * Q tile and of 128-key K and V tiles (3-D tensor maps over [BH, S, D], so
- * rows past S are zero-filled per head) into two stages each, a K or V
- * stage refilled as soon as both consumers' wgmma that read it retired
- * (its "empty" mbarrier).  Warpgroups 1 and 2 own 64 query rows each and
- * overlap their own work: with P of tile t in registers, a consumer issues
- * S' = Q K(t+1) and O += P V(t) together, does tile t+1's softmax while
- * P V(t) still runs, then rescales O and packs P(t+1).  With PINGPONG the
- * two consumers take turns issuing (two named barriers), so one's softmax
- * runs while the other's wgmma hold the tensor cores.  The block's query
- * and key tiles are both 128 wide, so both consumers walk the same tiles
- * (the diagonal one last) and only that tile, or one crossing S, is masked.
- * setmaxnreg: 240 registers a consumer thread, 24 the producer's.
+ * flash_ws: the warp-specialized form at D 128 (WS 1; at D 64 too with
+ * WS64), as FlashAttention-3 lays it out.  A block of three warpgroups
+ * owns 128 query rows of one (b,h) at a time: an item.  Warpgroup 0 is the
+ * producer: one thread issues TMA copies of the item's Q tile (into one of
+ * NQS buffers) and of its 128-key K and V tiles (3-D tensor maps over [BH,
+ * S, D], so rows past S are zero-filled per head) into two stages each, a
+ * K or V stage refilled as soon as both consumers' wgmma that read it
+ * retired (its "empty" mbarrier).  Warpgroups 1 and 2 own 64 query rows
+ * each and overlap their own work: with P of tile t in registers, a
+ * consumer issues S' = Q K(t+1) and O += P V(t) together, does tile t+1's
+ * softmax while P V(t) still runs, then rescales O and packs P(t+1).  With
+ * PINGPONG the two consumers take turns issuing (two named barriers), so
+ * one's softmax runs while the other's wgmma hold the tensor cores.  The
+ * block's query and key tiles are both 128 wide, so both consumers walk
+ * the same tiles (the diagonal one last) and only that tile, or one
+ * crossing S, is masked.  setmaxnreg: 240 registers a consumer thread, 24
+ * the producer's.
+ *
+ * With PERSIST the grid is one block a multiprocessor and a block walks
+ * items (snake_item()) rather than owning one: the K/V ring's stages and
+ * phases run on across items (g counts the block's tiles), so the producer
+ * loads the next item's Q and first tiles while the consumers finish this
+ * one's last P V and store O.  Without it a block's start (Q and the first
+ * K from memory, the first scores alone) and end (the last P V alone, the
+ * store) are exposed once an item: at 512 keys an item has one to four
+ * tiles (on an H200, 8x32x512x128 took 84 us where the steady state of
+ * 1x32x4096x128, 2.0 us a tile of a multiprocessor, would give 39).
  */
+#define NQS (PERSIST ? 2 : 1)   /* flash_ws: Q buffers */
+
+/* The k-th item of block b of P: round k goes over the blocks forwards
+ * when even, backwards when odd, so block_work's longest-first list is
+ * dealt out as a greedy schedule would (at most a tile a block off it at
+ * issue 20's shapes, where plain round-robin was 12% off at
+ * 1x32x4096x128). */
+static __device__ __forceinline__ int snake_item(int k, int b, int P)
+{
+	return k * P + (k & 1 ? P - 1 - b : b);
+}
+
 template <typename T, int D>
 __global__ void __launch_bounds__(384, 1)
 flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
@@ -739,22 +774,21 @@ flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtens
 	constexpr int QB = D / 64 * BQ * 128, KB = D / 64 * TK * 128;
 	extern __shared__ __align__(1024) unsigned char smem_raw[];
 	const uint32_t raw = (uint32_t)__cvta_generic_to_shared(smem_raw);
-	const uint32_t qs = (raw + 1023) & ~1023u, ks = qs + QB, vs = ks + 2 * KB;
-	/* mbarriers: Q full; K full, V full, K empty, V empty, two stages each */
-	const uint32_t full_q = vs + 2 * KB, full_k = full_q + 8, full_v = full_k + 16;
-	const uint32_t empty_k = full_v + 16, empty_v = empty_k + 16;
+	const uint32_t qs = (raw + 1023) & ~1023u, ks = qs + NQS * QB, vs = ks + 2 * KB;
+	/* mbarriers, two each: Q full and empty (a buffer each), K full, V
+	 * full, K empty, V empty (a stage each) */
+	const uint32_t full_q = vs + 2 * KB, empty_q = full_q + 16, full_k = empty_q + 16;
+	const uint32_t full_v = full_k + 16, empty_k = full_v + 16, empty_v = empty_k + 16;
 	const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-	const int nq = (S + BQ - 1) / BQ;
-	const int2 w = block_work(blockIdx.x, nq, BH, G);
-	const int qb = w.x, bh = w.y;
-	const int q0 = qb * BQ, ntiles = (min(S, q0 + BQ) + TK - 1) / TK;
+	const int nq = (S + BQ - 1) / BQ, items = BH * nq;
 
 	if (threadIdx.x == 0) {
-		mbar_init(full_q, 1);
 		for (int s = 0; s < 2; s++) {
+			mbar_init(full_q + 8 * s, 1);
+			mbar_init(empty_q + 8 * s, 8);  /* every consumer warp */
 			mbar_init(full_k + 8 * s, 1);
 			mbar_init(full_v + 8 * s, 1);
-			mbar_init(empty_k + 8 * s, 8);  /* every consumer warp */
+			mbar_init(empty_k + 8 * s, 8);
 			mbar_init(empty_v + 8 * s, 8);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -764,26 +798,41 @@ flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtens
 	if (wg == 0) {
 		setmaxnreg_dec<24>();
 		if (tid == 0) {
-			mbar_expect_tx(full_q, QB);
-#pragma unroll
-			for (int s = 0; s < D / 64; s++)
-				tma_load3(qs + s * BQ * 128, &tmq, full_q, 64 * s, q0, bh);
-			for (int t = 0; t < ntiles; t++) {
-				const int st = t & 1;
-				const uint32_t free_ph = (t >> 1 & 1) ^ 1;
+			int g = 0;      /* K/V tiles issued so far */
 
-				mbar_wait(empty_k + 8 * st, free_ph);
-				mbar_expect_tx(full_k + 8 * st, KB);
+			for (int n = 0;; n++) {
+				const int it = snake_item(n, blockIdx.x, gridDim.x);
+
+				if (it >= items)
+					break;
+				const int2 w = block_work(it, nq, BH, G);
+				const int q0 = w.x * BQ, bh = w.y;
+				const int ntiles = (min(S, q0 + BQ) + TK - 1) / TK;
+				const int qst = n % NQS;
+
+				mbar_wait(empty_q + 8 * qst, (n / NQS & 1) ^ 1);
+				mbar_expect_tx(full_q + 8 * qst, QB);
 #pragma unroll
 				for (int s = 0; s < D / 64; s++)
-					tma_load3(ks + st * KB + s * TK * 128, &tmk,
-						  full_k + 8 * st, 64 * s, t * TK, bh);
-				mbar_wait(empty_v + 8 * st, free_ph);
-				mbar_expect_tx(full_v + 8 * st, KB);
+					tma_load3(qs + qst * QB + s * BQ * 128, &tmq,
+						  full_q + 8 * qst, 64 * s, q0, bh);
+				for (int t = 0; t < ntiles; t++, g++) {
+					const int st = g & 1;
+					const uint32_t free_ph = (g >> 1 & 1) ^ 1;
+
+					mbar_wait(empty_k + 8 * st, free_ph);
+					mbar_expect_tx(full_k + 8 * st, KB);
 #pragma unroll
-				for (int s = 0; s < D / 64; s++)
-					tma_load3(vs + st * KB + s * TK * 128, &tmv,
-						  full_v + 8 * st, 64 * s, t * TK, bh);
+					for (int s = 0; s < D / 64; s++)
+						tma_load3(ks + st * KB + s * TK * 128, &tmk,
+							  full_k + 8 * st, 64 * s, t * TK, bh);
+					mbar_wait(empty_v + 8 * st, free_ph);
+					mbar_expect_tx(full_v + 8 * st, KB);
+#pragma unroll
+					for (int s = 0; s < D / 64; s++)
+						tma_load3(vs + st * KB + s * TK * 128, &tmv,
+							  full_v + 8 * st, 64 * s, t * TK, bh);
+				}
 			}
 		}
 		return;
@@ -791,42 +840,58 @@ flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtens
 
 	setmaxnreg_inc<240>();
 	const int c = wg - 1, warp = tid / 32, lane = tid % 32;
-	const int r0 = q0 + 64 * c, row_a = r0 + 16 * warp + lane / 4, row_b = row_a + 8;
 	const float sl2 = scale * 1.4426950408889634f;  /* scale * log2(e) */
-	const uint64_t dq = sw128_desc(qs + c * 64 * 128, 16, 1024);
 	const uint64_t dk0 = sw128_desc(ks, 16, 1024), dv0 = sw128_desc(vs, TK * 128, 1024);
-	float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f, al_a, al_b;
-	wg_acc<D> oacc;
-	wg_acc<TK> sacc;
-	uint32_t pa[TK / 16][4];
+	int g = 0;      /* K/V tiles consumed so far */
+
+	for (int n = 0;; n++) {
+		const int it = snake_item(n, blockIdx.x, gridDim.x);
+
+		if (it >= items)
+			break;
+		const int2 w = block_work(it, nq, BH, G);
+		const int q0 = w.x * BQ, bh = w.y;
+		const int ntiles = (min(S, q0 + BQ) + TK - 1) / TK, qst = n % NQS;
+		const int r0 = q0 + 64 * c, row_a = r0 + 16 * warp + lane / 4, row_b = row_a + 8;
+		const uint64_t dq = sw128_desc(qs + qst * QB + c * 64 * 128, 16, 1024);
+		float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f, al_a, al_b;
+		wg_acc<D> oacc;
+		wg_acc<TK> sacc;
+		uint32_t pa[TK / 16][4];
 
 #pragma unroll
-	for (int i = 0; i < D / 2; i++)
-		oacc.r[i] = 0.f;
-	/* tile 0's scores and P */
-	mbar_wait(full_q, 0);
-	mbar_wait(full_k, 0);
-	wgmma_fence();
-	issue_qk<T, D, BQ>(sacc, dq, dk0);
-	wgmma_commit();
-	wgmma_wait<0>();
-	fence_acc(sacc);
-	if (lane == 0)
-		mbar_arrive(empty_k);
-	softmax_tile<TK>(sacc.r, 0, r0, row_a, row_b, S, sl2, m_a, m_b, l_a, l_b,
-			  al_a, al_b);
-	pack_p<T, TK>(pa, sacc.r);
-	if (PINGPONG && c == 1)
-		named_arrive(1, 256);   /* consumer 0 issues first */
+		for (int i = 0; i < D / 2; i++)
+			oacc.r[i] = 0.f;
+		/* tile 0's scores and P */
+		mbar_wait(full_q + 8 * qst, n / NQS & 1);
+		mbar_wait(full_k + 8 * (g & 1), g >> 1 & 1);
+		wgmma_fence();
+		issue_qk<T, D, BQ>(sacc, dq, dk0 + ((g & 1) * KB >> 4));
+		wgmma_commit();
+		wgmma_wait<0>();
+		fence_acc(sacc);
+		if (lane == 0)
+			mbar_arrive(empty_k + 8 * (g & 1));
+		softmax_tile<TK>(sacc.r, 0, r0, row_a, row_b, S, sl2, m_a, m_b, l_a, l_b,
+				  al_a, al_b);
+		pack_p<T, TK>(pa, sacc.r);
+		if (PINGPONG && c == 1)
+			named_arrive(1, 256);   /* consumer 0 issues first */
 
-	for (int t = 0; t + 1 < ntiles; t++)
-		ws_step<T, D, true>(t, c, r0, row_a, row_b, S, sl2, dq, dk0, dv0,
-				    full_k, full_v, empty_k, empty_v, oacc, sacc, pa,
-				    m_a, m_b, l_a, l_b);
-	ws_step<T, D, false>(ntiles - 1, c, r0, row_a, row_b, S, sl2, dq, dk0, dv0,
-			     full_k, full_v, empty_k, empty_v, oacc, sacc, pa,
-			     m_a, m_b, l_a, l_b);
-	store_o<T, D>(o + (int64_t)bh * S * D, oacc, l_a, l_b, row_a, row_b, S, lane % 4);
+		for (int t = 0; t + 1 < ntiles; t++)
+			ws_step<T, D, true>(t, g + t, c, r0, row_a, row_b, S, sl2, dq, dk0,
+					    dv0, full_k, full_v, empty_k, empty_v, oacc,
+					    sacc, pa, m_a, m_b, l_a, l_b);
+		ws_step<T, D, false>(ntiles - 1, g + ntiles - 1, c, r0, row_a, row_b, S,
+				     sl2, dq, dk0, dv0, full_k, full_v, empty_k, empty_v,
+				     oacc, sacc, pa, m_a, m_b, l_a, l_b);
+		/* every wgmma of the item retired: its Q buffer is free */
+		if (lane == 0)
+			mbar_arrive(empty_q + 8 * qst);
+		g += ntiles;
+		store_o<T, D>(o + (int64_t)bh * S * D, oacc, l_a, l_b, row_a, row_b, S,
+			      lane % 4);
+	}
 #endif
 }
 
@@ -1231,14 +1296,35 @@ static bool tensor_map3(CUtensorMap *map, const T *p, int BH, int S, int D, int 
 			  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+/* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
+/* Multiprocessors of the current device (asked once; 132 if it cannot tell). */
+static int sm_count(void)
+{
+	static int n;
+
+	if (n <= 0) {
+		int d = 0;
+
+		if (cudaGetDevice(&d) != cudaSuccess ||
+		    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d) != cudaSuccess ||
+		    n <= 0)
+			n = 132;
+		(void)cudaGetLastError();
+	}
+	return n;
+}
+/* ---- end shared: sm-count ---- */
+
 /* 0 launched, 1 not possible here (the caller falls back), -1 error */
 template <typename T, int D>
 static int launch_ws(const T *q, const T *k, const T *v, T *o, int BH, int S,
 		     float scale, cudaStream_t st)
 {
 	static bool ready;      /* the dynamic shared-memory limit, raised once */
-	const int smem = (WS_TILE + 4 * WS_TILE) * D * (int)sizeof(T) + 72 + 1024;
-	const int64_t grid = (int64_t)BH * ((S + WS_TILE - 1) / WS_TILE);
+	const int smem = (NQS * WS_TILE + 4 * WS_TILE) * D * (int)sizeof(T) + 96 + 1024;
+	const int64_t items = (int64_t)BH * ((S + WS_TILE - 1) / WS_TILE);
+	const int64_t grid = PERSIST && S <= PERSIST_S && items > sm_count() ?
+		sm_count() : items;
 	CUtensorMap mq, mk, mv;
 
 	if (!tensor_map3(&mq, q, BH, S, D, WS_TILE) ||
@@ -1314,7 +1400,9 @@ static int run(const struct ak_args *a)
 
 		int r = 1;
 
-		if (al16 && have_wgmma() && D == 64)
+		if (al16 && have_wgmma() && D == 64 && WS64)
+			r = launch_ws<T, 64>(q, k, v, o, BH, S, scale, st);
+		if (r == 1 && al16 && have_wgmma() && D == 64)
 			r = launch_wg<T, 64>(q, k, v, o, BH, S, scale, st);
 		else if (al16 && have_wgmma() && D == 128 && WS)
 			r = launch_ws<T, 128>(q, k, v, o, BH, S, scale, st);

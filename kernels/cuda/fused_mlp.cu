@@ -933,7 +933,7 @@ static int launch_cluster(const CUtensorMap &ta, const CUtensorMap &tb0,
 				  P, M, N, K) == cudaSuccess ? 0 : -1;
 }
 
-/* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu; tests/t0023-kernel-twins.sh) ---- */
+/* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
 /* Multiprocessors of the current device (asked once; 132 if it cannot tell). */
 static int sm_count(void)
 {

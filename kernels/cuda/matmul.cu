@@ -813,7 +813,7 @@ sgemm(const float *__restrict__ A, const float *__restrict__ B,
 
 /* ---- host --------------------------------------------------------------- */
 
-/* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu; tests/t0023-kernel-twins.sh) ---- */
+/* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
 /* Multiprocessors of the current device (asked once; 132 if it cannot tell). */
 static int sm_count(void)
 {

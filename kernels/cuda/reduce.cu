@@ -166,7 +166,7 @@ reduce_rows(const T *__restrict__ x, T *__restrict__ y, int64_t R, int64_t C)
 		y[row] = from_f32<T>(s);
 }
 
-/* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu; tests/t0023-kernel-twins.sh) ---- */
+/* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
 /* Multiprocessors of the current device (asked once; 132 if it cannot tell). */
 static int sm_count(void)
 {

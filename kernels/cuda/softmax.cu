@@ -359,7 +359,7 @@ static bool same_phase(const void *x, const void *y)
 #define SPLIT_MIN 8192          /* elements a row needs to be split */
 #define CHUNK_MIN 2048          /* elements a chunk holds at least */
 
-/* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu; tests/t0023-kernel-twins.sh) ---- */
+/* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
 /* Multiprocessors of the current device (asked once; 132 if it cannot tell). */
 static int sm_count(void)
 {
