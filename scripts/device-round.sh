@@ -54,9 +54,10 @@
 # there.  In session 22: judge of four candidates and then tables until
 # 530 s finished the first five ops (cross_entropy f16 too); the tables
 # of flash_attention, matmul and fused_mlp took 530 s, with cross_entropy
-# beside them unfinished (its start alone verifies 8192x128256 for 93 s).  KEPT stays only on a warm machine (it goes back after 30 s
-# idle): to hand what judge kept to tables on a fresh one, copy kept/
-# from the tarball into build/kept here and carry that too.
+# beside them unfinished (its start alone verifies 8192x128256 for 93
+# s).  KEPT stays only on a warm machine (it goes back after 30 s idle):
+# to hand what judge kept to tables on a fresh one, copy kept/ from the
+# tarball into build/kept here and carry that too.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 src=$PWD
