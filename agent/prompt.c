@@ -404,10 +404,13 @@ static void add_shapes(struct strbuf *sb, const struct result *res)
 	for (size_t i = 0; i < res->nr_shapes; i++) {
 		const struct result_shape *sh = &res->shapes[i];
 
-		strbuf_addf(sb, "- %s %s, weight %.2f: %.2f us, floor %.2f us "
-			    "(%.0f%% of it)\n", sh->shape, sh->dtype,
-			    sh->weight, sh->median_us, sh->floor_us,
-			    100 * sh->roofline);
+		strbuf_addf(sb, "- %s %s, weight %.2f: %.2f us, floor %.2f us ",
+			    sh->shape, sh->dtype, sh->weight, sh->median_us,
+			    sh->floor_us);
+		if (sh->roofline > 1)
+			strbuf_addf(sb, "(%.2fx faster than it)\n", sh->roofline);
+		else
+			strbuf_addf(sb, "(%.0f%% of it)\n", 100 * sh->roofline);
 	}
 }
 
@@ -440,12 +443,17 @@ static void add_standing(struct strbuf *sb, const struct agent_context *ctx)
 	if (ctx->h->baseline_us > 0)
 		strbuf_addf(sb, "; the baseline took %.2f us (%.2fx)",
 			    ctx->h->baseline_us, ctx->h->baseline_us / t);
-	strbuf_addf(sb, ".\nFloor: %.2f us (%s), so the kernel runs at %.0f%% "
-		    "of the speed of light; ", b->floor_us,
+	strbuf_addf(sb, ".\nFloor: %.2f us (%s), ", b->floor_us,
 		    b->floor_kind && !strcmp(b->floor_kind, "matrix") ?
 		    "its flops at the measured matrix rate: compute-bound" :
-		    "a device copy of its minimum traffic: memory-bound",
-		    100 * roof);
+		    "a device copy of its minimum traffic: memory-bound");
+	if (roof > 1)
+		strbuf_addf(sb, "which the kernel beats by %.2fx: a copy this "
+			    "small is mostly its ramp, so the floor bounds "
+			    "nothing here; ", roof);
+	else
+		strbuf_addf(sb, "so the kernel runs at %.0f%% of the speed of "
+			    "light; ", 100 * roof);
 	add_shapes(sb, res);
 	if (ctx->p->op->compute_bound && b->flops > 0)
 		strbuf_addf(sb, "it does %.3g GFLOP, %.1f TFLOP/s achieved.\n",

@@ -154,6 +154,26 @@ test_expect_success 'an exec agent that fails is a rejected experiment' '
 	test -z "$(git status --porcelain --untracked-files=no)"
 '
 
+test_expect_success 'a kernel faster than its copy floor is told so' '
+	cd repo && git checkout -q main &&
+	git autokernel start softmax --name beat --backend host \
+		--from ../tuned.c --problem ../small.json >/dev/null 2>&1 &&
+	git notes --ref=autokernel show HEAD >../note.json &&
+	python3 - ../note.json <<-\EOF &&
+	import json, sys
+	n = json.load(open(sys.argv[1]))
+	n["roofline"] = 1.25
+	json.dump(n, open(sys.argv[1], "w"))
+	EOF
+	git notes --ref=autokernel add -f -F ../note.json HEAD &&
+	rm -f ../prompt.txt &&
+	git autokernel run --agent exec --max-experiments 1 \
+		-- "$TRASH/edit.sh" >../out 2>../err &&
+	grep "which the kernel beats by 1.25x" ../prompt.txt &&
+	! grep "125% of the speed of light" ../prompt.txt &&
+	git checkout -q autokernel/ex
+'
+
 test_expect_success 'an exec agent that hangs is killed at its limit' '
 	cd repo && git config autokernel.agentTimeout 1 &&
 	git autokernel run --agent exec --max-experiments 1 \
