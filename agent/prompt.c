@@ -404,13 +404,12 @@ static void add_shapes(struct strbuf *sb, const struct result *res)
 	for (size_t i = 0; i < res->nr_shapes; i++) {
 		const struct result_shape *sh = &res->shapes[i];
 
-		strbuf_addf(sb, "- %s %s, weight %.2f: %.2f us, floor %.2f us ",
-			    sh->shape, sh->dtype, sh->weight, sh->median_us,
-			    sh->floor_us);
-		if (sh->roofline > 1)
-			strbuf_addf(sb, "(%.2fx faster than it)\n", sh->roofline);
-		else
-			strbuf_addf(sb, "(%.0f%% of it)\n", 100 * sh->roofline);
+		char words[64];
+
+		strbuf_addf(sb, "- %s %s, weight %.2f: %.2f us, floor %.2f us "
+			    "(%s)\n", sh->shape, sh->dtype, sh->weight,
+			    sh->median_us, sh->floor_us, result_floor_words(
+			    sh->roofline, "it", words, sizeof(words)));
 	}
 }
 

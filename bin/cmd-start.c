@@ -233,6 +233,7 @@ static void print_started(const char *branch, const char *name)
 {
 	struct result r = RESULT_INIT;
 	git_oid head;
+	char words[64];
 
 	if (!repo_head(&head)) {
 		json_t *note = note_read(&head);
@@ -249,8 +250,8 @@ static void print_started(const char *branch, const char *name)
 			printf("(weighted over %zu shapes)", r.nr_shapes);
 		else
 			printf("at %s %s", r.bench.shape, r.bench.dtype);
-		printf(", %.0f%% of the floor, on %s\n", 100 * r.roofline,
-		       r.device_name);
+		printf(", %s, on %s\n", result_floor_words(r.roofline,
+		       "the floor", words, sizeof(words)), r.device_name);
 	}
 	printf("next: edit %s/ and 'git commit', or 'git autokernel run'\n",
 	       name);

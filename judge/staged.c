@@ -243,7 +243,7 @@ static void print_shapes(struct judging *x, json_t *wl, int n)
 {
 	json_t *sh;
 	size_t i;
-	double roof;
+	char words[64];
 
 	json_array_foreach(json_object_get(wl, "shapes"), i, sh) {
 		json_t *ks = json_object_get(sh, "kernels");
@@ -259,17 +259,10 @@ static void print_shapes(struct judging *x, json_t *wl, int n)
 			fprintf(x->out, ", HEAD %.2f us", med(sh, 1));
 		if (n > 2)
 			fprintf(x->out, ", baseline %.2f us", med(sh, 2));
-		roof = json_number_value(json_object_get(json_array_get(ks, 0),
-							 "roofline"));
-		fprintf(x->out, ", floor %.2f us", json_number_value(
-			json_object_get(sh, "floor_us")));
-		/* a same-size copy is mostly ramp at small sizes, and a
-		 * kernel may beat it: say so rather than "110% of it" */
-		if (roof > 1)
-			fprintf(x->out, " (%.2fx faster than it: at this size "
-				"a copy is mostly ramp)\n", roof);
-		else
-			fprintf(x->out, " (%.0f%% of it)\n", 100 * roof);
+		fprintf(x->out, ", floor %.2f us (%s)\n", json_number_value(
+			json_object_get(sh, "floor_us")), result_floor_words(
+			json_number_value(json_object_get(json_array_get(ks, 0),
+			"roofline")), "it", words, sizeof(words)));
 	}
 	if (json_array_size(json_object_get(wl, "shapes")) > 1)
 		fprintf(x->out, "  weighted total: %.2f us%s\n",

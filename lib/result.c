@@ -241,3 +241,13 @@ const char *result_reason(const struct result *r)
 		return "noise";
 	return r->reason ? r->reason : "";
 }
+
+const char *result_floor_words(double roofline, const char *floor, char *buf,
+			       size_t n)
+{
+	if (roofline > 1)
+		snprintf(buf, n, "%.2fx faster than %s", roofline, floor);
+	else
+		snprintf(buf, n, "%.0f%% of %s", 100 * roofline, floor);
+	return buf;
+}

@@ -252,4 +252,11 @@ void result_release(struct result *r);
  * or under autokernel.minGain ("not faster ...", "gain ..."). */
 const char *result_reason(const struct result *r);
 
+/* The kernel against its floor (roofline = floor / time), the floor
+ * called `floor`, into buf: "87% of it", or "1.09x faster than it" where
+ * a kernel beats its floor (a same-size copy is mostly ramp at small
+ * sizes); buf. */
+const char *result_floor_words(double roofline, const char *floor, char *buf,
+			       size_t n);
+
 #endif
