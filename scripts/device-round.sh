@@ -16,7 +16,8 @@
 #            build/kept: ignored, so it stays for the next call on the same
 #            machine); ONLY="op/dtype ..." judges those groups alone
 #   tables   scripts/real-shapes.sh for OPS (default every op; JOBS 3 at
-#            a time, the benchmarks still one at a time), each op from
+#            a time, the benchmarks still one at a time; DTYPES, as
+#            real-shapes.sh takes it, f16 and bf16), each op from
 #            KEPT/<op>.<ext> where judge left one (else its starter), and their
 #            tables (scripts/shapes-table.py); each op's result packed as
 #            it ends, and with DEADLINE the rest stopped 30 s before it

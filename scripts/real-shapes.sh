@@ -15,7 +15,9 @@
 # --ops the ops run when none is named.
 #
 # SHAPES (SHAPE:WEIGHT ...), where set, is every op's list instead (a
-# test's small shapes); AUTOKERNEL_BENCH_MS (default 300 here) is each
+# test's small shapes); DTYPES (f16 bf16) the dtypes benched, in that
+# order (one alone finishes a table a cut-off run left half done);
+# AUTOKERNEL_BENCH_MS (default 300 here) is each
 # benchmark's budget;
 # BACKEND (cuda) the backend; KERNELS a folder whose <op>.<ext> (a
 # candidate, judge.sh's best.<ext>) an op starts from instead of the
@@ -71,6 +73,13 @@ export KERNELS
 export AUTOKERNEL_BENCH_MS=${AUTOKERNEL_BENCH_MS:-300}
 backend=${BACKEND:-cuda}
 jobs=${JOBS:-1}
+dtypes=${DTYPES:-f16 bf16}
+for dt in $dtypes; do
+	case $dt in
+	f16 | bf16 | f32) ;;
+	*) echo "DTYPES: unknown dtype '$dt' (f16, bf16, f32)" >&2; exit 2 ;;
+	esac
+done
 
 # run_op OP: OP's starter in a scratch repository of its own, timed
 run_op () {
@@ -90,7 +99,7 @@ run_op () {
 		echo "$op: start failed (see $op-start.log)"
 		exit 1
 	fi
-	for dt in f16 bf16; do
+	for dt in $dtypes; do
 		git autokernel bench --torch --json --dtype "$dt" \
 			>"$out/$op-$dt.json" 2>"$out/$op-$dt.err" ||
 			echo "$op $dt: bench failed (see $op-$dt.err)"

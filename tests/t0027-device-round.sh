@@ -129,6 +129,17 @@ test_expect_success 'real-shapes.sh --ops: every op the tool has, each with its 
 	done
 '
 
+test_expect_success 'real-shapes.sh DTYPES: those dtypes alone; an unknown one refused' '
+	BACKEND=host SHAPES="64x512:1" DTYPES=bf16 \
+		sh "$SRC_DIR/scripts/real-shapes.sh" dt softmax >dt.out 2>&1 &&
+	grep "softmax: done" dt.out &&
+	test -s dt/softmax-bf16.json && ! test -e dt/softmax-f16.json &&
+	BACKEND=host DTYPES="bf16 f8" \
+		sh "$SRC_DIR/scripts/real-shapes.sh" dt2 softmax >dt2.out 2>&1;
+	test $? = 2 && grep "DTYPES: unknown dtype .f8." dt2.out &&
+	! test -e dt2/softmax-bf16.json
+'
+
 test_expect_success 'an unknown mode or backend is refused' '
 	OUT=$TRASH/out3 AK_BUNDLE=- BACKEND=nope sh "$ROUND" judge >o 2>&1;
 	test $? = 2 && grep "unknown backend" o &&
