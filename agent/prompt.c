@@ -403,7 +403,6 @@ static void add_shapes(struct strbuf *sb, const struct result *res)
 	strbuf_addstr(sb, "By shape (the first is the one above):\n");
 	for (size_t i = 0; i < res->nr_shapes; i++) {
 		const struct result_shape *sh = &res->shapes[i];
-
 		char words[64];
 
 		strbuf_addf(sb, "- %s %s, weight %.2f: %.2f us, floor %.2f us "
@@ -427,6 +426,7 @@ static void add_standing(struct strbuf *sb, const struct agent_context *ctx)
 	const struct result_bench *b = &res->bench;
 	double t = res->time_us, roof = res->roofline;
 	double gain = config_min_gain();
+	const int matrix = b->floor_kind && !strcmp(b->floor_kind, "matrix");
 
 	strbuf_addstr(sb, "## Where the kernel stands\n\n");
 	if (!e || t <= 0) {
@@ -442,14 +442,14 @@ static void add_standing(struct strbuf *sb, const struct agent_context *ctx)
 	if (ctx->h->baseline_us > 0)
 		strbuf_addf(sb, "; the baseline took %.2f us (%.2fx)",
 			    ctx->h->baseline_us, ctx->h->baseline_us / t);
-	strbuf_addf(sb, ".\nFloor: %.2f us (%s), ", b->floor_us,
-		    b->floor_kind && !strcmp(b->floor_kind, "matrix") ?
+	strbuf_addf(sb, ".\nFloor: %.2f us (%s), ", b->floor_us, matrix ?
 		    "its flops at the measured matrix rate: compute-bound" :
 		    "a device copy of its minimum traffic: memory-bound");
 	if (roof > 1)
-		strbuf_addf(sb, "which the kernel beats by %.2fx: a copy this "
-			    "small is mostly its ramp, so the floor bounds "
-			    "nothing here; ", roof);
+		strbuf_addf(sb, "which the kernel beats by %.2fx (%s), so it "
+			    "bounds nothing here; ", roof, matrix ?
+			    "the matrix rate is a measured one, not the peak" :
+			    "a copy this small is mostly its ramp");
 	else
 		strbuf_addf(sb, "so the kernel runs at %.0f%% of the speed of "
 			    "light; ", 100 * roof);

@@ -219,8 +219,8 @@ static void test_floor_words(void)
 
 	ok(!strcmp(result_floor_words(0.874, "it", b, sizeof(b)), "87% of it"),
 	   "under the floor: its share");
-	ok(!strcmp(result_floor_words(1, "the floor", b, sizeof(b)), "100% of the floor"),
-	   "at the floor: all of it");
+	ok(!strcmp(result_floor_words(1, "the floor", b, sizeof(b)),
+		   "100% of the floor"), "at the floor: all of it");
 	ok(!strcmp(result_floor_words(1.094, "it", b, sizeof(b)),
 		   "1.09x faster than it"),
 	   "past a copy floor: how much faster, not a share over 100");
