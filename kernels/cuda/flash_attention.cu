@@ -763,6 +763,22 @@ static __device__ __forceinline__ int snake_item(int k, int b, int P)
 	return k * P + (k & 1 ? P - 1 - b : b);
 }
 
+/* This block's n-th item: its first query row, (b,h) and tiles (0 when
+ * the block has no n-th); producer and consumers walk the same list. */
+struct ws_item { int q0, bh, ntiles; };
+
+static __device__ __forceinline__ ws_item ws_item_at(int n, int nq, int BH, int G, int S)
+{
+	const int it = snake_item(n, blockIdx.x, gridDim.x);
+
+	if (it >= BH * nq)
+		return ws_item{0, 0, 0};
+	const int2 w = block_work(it, nq, BH, G);
+	const int q0 = w.x * WS_TILE;
+
+	return ws_item{q0, w.y, (min(S, q0 + WS_TILE) + WS_TILE - 1) / WS_TILE};
+}
+
 template <typename T, int D>
 __global__ void __launch_bounds__(384, 1)
 flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
@@ -780,7 +796,7 @@ flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtens
 	const uint32_t full_q = vs + 2 * KB, empty_q = full_q + 16, full_k = empty_q + 16;
 	const uint32_t full_v = full_k + 16, empty_k = full_v + 16, empty_v = empty_k + 16;
 	const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-	const int nq = (S + BQ - 1) / BQ, items = BH * nq;
+	const int nq = (S + BQ - 1) / BQ;
 
 	if (threadIdx.x == 0) {
 		for (int s = 0; s < 2; s++) {
@@ -801,14 +817,12 @@ flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtens
 			int g = 0;      /* K/V tiles issued so far */
 
 			for (int n = 0;; n++) {
-				const int it = snake_item(n, blockIdx.x, gridDim.x);
-
-				if (it >= items)
-					break;
-				const int2 w = block_work(it, nq, BH, G);
-				const int q0 = w.x * BQ, bh = w.y;
-				const int ntiles = (min(S, q0 + BQ) + TK - 1) / TK;
+				const ws_item w = ws_item_at(n, nq, BH, G, S);
+				const int q0 = w.q0, bh = w.bh, ntiles = w.ntiles;
 				const int qst = n % NQS;
+
+				if (!ntiles)
+					break;
 
 				mbar_wait(empty_q + 8 * qst, (n / NQS & 1) ^ 1);
 				mbar_expect_tx(full_q + 8 * qst, QB);
@@ -845,13 +859,11 @@ flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtens
 	int g = 0;      /* K/V tiles consumed so far */
 
 	for (int n = 0;; n++) {
-		const int it = snake_item(n, blockIdx.x, gridDim.x);
+		const ws_item w = ws_item_at(n, nq, BH, G, S);
+		const int q0 = w.q0, bh = w.bh, ntiles = w.ntiles, qst = n % NQS;
 
-		if (it >= items)
+		if (!ntiles)
 			break;
-		const int2 w = block_work(it, nq, BH, G);
-		const int q0 = w.x * BQ, bh = w.y;
-		const int ntiles = (min(S, q0 + BQ) + TK - 1) / TK, qst = n % NQS;
 		const int r0 = q0 + 64 * c, row_a = r0 + 16 * warp + lane / 4, row_b = row_a + 8;
 		const uint64_t dq = sw128_desc(qs + qst * QB + c * 64 * 128, 16, 1024);
 		float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f, al_a, al_b;
