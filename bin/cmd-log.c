@@ -16,6 +16,8 @@ static const char usage_log[] =
 	"attempt, result, verdict, time, speedup over the baseline, vs best,\n"
 	"% of the floor, hypothesis.  vs best is what decided: the median of\n"
 	"the commit it was judged against over its own, in the same run.\n"
+	"Over 100% of the floor is faster than a same-size copy, which at\n"
+	"small sizes is mostly its ramp.\n"
 	"--attempts includes the rejected candidates, ours and fetched ones\n"
 	"(git show refs/autokernel/attempts/<name>/<attempt>).\n";
 
