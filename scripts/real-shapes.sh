@@ -17,8 +17,7 @@
 # SHAPES (SHAPE:WEIGHT ...), where set, is every op's list instead (a
 # test's small shapes); DTYPES (f16 bf16) the dtypes benched, in that
 # order (one alone finishes a table a cut-off run left half done);
-# AUTOKERNEL_BENCH_MS (default 300 here) is each
-# benchmark's budget;
+# AUTOKERNEL_BENCH_MS (default 300 here) is each benchmark's budget;
 # BACKEND (cuda) the backend; KERNELS a folder whose <op>.<ext> (a
 # candidate, judge.sh's best.<ext>) an op starts from instead of the
 # tool's starter; JOBS (1) how many ops at once: their builds and
