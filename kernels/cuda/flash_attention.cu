@@ -779,6 +779,22 @@ static __device__ __forceinline__ ws_item ws_item_at(int n, int nq, int BH, int 
 	return ws_item{q0, w.y, (min(S, q0 + WS_TILE) + WS_TILE - 1) / WS_TILE};
 }
 
+/* The producer's fill of one buffer: wait until the consumers have freed
+ * it (phase free_ph of empty), then D/64 TMA boxes of 64 columns at rows
+ * row.. of (b,h) bh, stride bytes apart, completing bytes on full. */
+template <int D>
+static __device__ __forceinline__ void ws_load(uint32_t dst, uint32_t stride,
+					       const CUtensorMap *map, uint32_t empty,
+					       uint32_t full, uint32_t free_ph,
+					       uint32_t bytes, int row, int bh)
+{
+	mbar_wait(empty, free_ph);
+	mbar_expect_tx(full, bytes);
+#pragma unroll
+	for (int s = 0; s < D / 64; s++)
+		tma_load3(dst + s * stride, map, full, 64 * s, row, bh);
+}
+
 template <typename T, int D>
 __global__ void __launch_bounds__(384, 1)
 flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
@@ -824,28 +840,16 @@ flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtens
 				if (!ntiles)
 					break;
 
-				mbar_wait(empty_q + 8 * qst, (n / NQS & 1) ^ 1);
-				mbar_expect_tx(full_q + 8 * qst, QB);
-#pragma unroll
-				for (int s = 0; s < D / 64; s++)
-					tma_load3(qs + qst * QB + s * BQ * 128, &tmq,
-						  full_q + 8 * qst, 64 * s, q0, bh);
+				ws_load<D>(qs + qst * QB, BQ * 128, &tmq, empty_q + 8 * qst,
+					   full_q + 8 * qst, (n / NQS & 1) ^ 1, QB, q0, bh);
 				for (int t = 0; t < ntiles; t++, g++) {
 					const int st = g & 1;
 					const uint32_t free_ph = (g >> 1 & 1) ^ 1;
 
-					mbar_wait(empty_k + 8 * st, free_ph);
-					mbar_expect_tx(full_k + 8 * st, KB);
-#pragma unroll
-					for (int s = 0; s < D / 64; s++)
-						tma_load3(ks + st * KB + s * TK * 128, &tmk,
-							  full_k + 8 * st, 64 * s, t * TK, bh);
-					mbar_wait(empty_v + 8 * st, free_ph);
-					mbar_expect_tx(full_v + 8 * st, KB);
-#pragma unroll
-					for (int s = 0; s < D / 64; s++)
-						tma_load3(vs + st * KB + s * TK * 128, &tmv,
-							  full_v + 8 * st, 64 * s, t * TK, bh);
+					ws_load<D>(ks + st * KB, TK * 128, &tmk, empty_k + 8 * st,
+						   full_k + 8 * st, free_ph, KB, t * TK, bh);
+					ws_load<D>(vs + st * KB, TK * 128, &tmv, empty_v + 8 * st,
+						   full_v + 8 * st, free_ph, KB, t * TK, bh);
 				}
 			}
 		}
