@@ -27,7 +27,9 @@
 #            from the goal), the kernel from KEPT/<op>.cu where judge left
 #            one, PyTorch's op beside it: each launch's duration,
 #            throughputs, registers and occupancy in the summary, the
-#            reports in the tarball
+#            reports in the tarball; NCU_SECTIONS (ncu's section names)
+#            in place of SpeedOfLight LaunchStats Occupancy
+#            MemoryWorkloadAnalysis, e.g. WarpStateStats for the stalls
 #
 # Everything lands in one folder, packed into OUT/r.tgz (OUT: $OUT, else
 # ./device-out) after each mode and each judged group, beside
@@ -212,6 +214,10 @@ tables () {
 }
 
 ncu_mode () {
+	sections=
+	for s in ${NCU_SECTIONS:-SpeedOfLight LaunchStats Occupancy MemoryWorkloadAnalysis}; do
+		sections="$sections --section $s"
+	done
 	for item in ${NCU:-flash_attention:8x32x512x128:f16 matmul:1000x1000x1000:f16 \
 		matmul:16x4096x4096:f16 fused_mlp:512x2048x5504:f16 layernorm:16384x4096:bf16}; do
 		op=${item%%:*} rest=${item#*:}
@@ -222,9 +228,7 @@ ncu_mode () {
 		echo "== ncu $op $shape $dt${src:+ (the kept kernel)}"
 		# shellcheck disable=SC2086
 		ncu --clock-control none --nvtx --nvtx-include "ak_kernel/" \
-			--nvtx-include "ak_torch/" --section SpeedOfLight \
-			--section LaunchStats --section Occupancy \
-			--section MemoryWorkloadAnalysis \
+			--nvtx-include "ak_torch/" $sections \
 			python3 scripts/ncu-op.py "$op" "$shape" "$dt" --torch --calls 1 \
 			$src >"$f" 2>&1
 		echo "   ncu exit $?"
