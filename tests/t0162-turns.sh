@@ -47,10 +47,15 @@ int ak_kernel(const struct ak_args *a)
 EOF
 } >oob.c
 
+# The bias is a third, so a minimum gain of 5% still catches it where a
+# loaded CI machine's noise of about 1% does not: once, under prove -j2,
+# the default 1% kept the same kernel as 1.3% faster than itself (noise
+# 1.2%).  The kernel that is really faster is so by about 14%.
 test_setup 'a branch whose best is a third slower when it goes second' '
 	new_repo repo && cd repo &&
 	git autokernel start softmax --backend host --from ../best.c \
-		--problem ../small.json >/dev/null 2>&1 && cd ..
+		--problem ../small.json >/dev/null 2>&1 &&
+	git config autokernel.minGain 5% && cd ..
 '
 
 # medians KIND: each kernel's medians by KIND (position, set) in the
