@@ -187,14 +187,21 @@ tables () {
 	AUTOKERNEL_TORCH_COMPILE=${AUTOKERNEL_TORCH_COMPILE:-0} KERNELS=$kept \
 		sh scripts/real-shapes.sh "$W/shapes" ${OPS:-} \
 		>"$W/tables.log" 2>&1 </dev/null &
-	pid=$! seen=0 cut=
+	pid=$! seen=0 cut= packed=
 	while kill -0 "$pid" 2>/dev/null; do
 		sleep 1
 		n=$(wc -l <"$W/tables.log")
 		if test "$n" -gt "$seen"; then
 			sed -n "$((seen + 1)),${n}p" "$W/tables.log" | sed 's/^/   /'
 			seen=$n
+		fi
+		# packed once the summary holds them: they reach it through
+		# tee, after this loop printed them (a pack right away once
+		# missed an op's "done" that nothing packed again)
+		sz=$(wc -c <"$sum")
+		if test "$sz" != "$packed"; then
 			pack
+			packed=$sz
 		fi
 		if test -n "${DEADLINE:-}" &&
 			test $(($(date +%s) - t0)) -ge $((DEADLINE - 30)); then
