@@ -34,7 +34,9 @@
  * rows, where each block's start and end are not yet hidden); then PERSIST
  * and WS64 (session 22, H100, 5.2% over the workload): 2x32x1024x64 38.91
  * -> 35.94, 4x16x2048x64 111.84 -> 104.58, 8x32x512x128 94.14 -> 88.93,
- * 1x32x4096x128 261.98 -> 259.01.
+ * 1x32x4096x128 261.98 -> 259.01.  Persistent where all heads' K and V
+ * exceed L2, its head groups are L2_MB_WS (ws_groups(); session 24, H100,
+ * 2.1% over the workload: 8x32x512x128 89.60 -> 82.21, the rest level).
  *
  * Other f16/bf16 D in {16,32} (or no sm_90a, or unaligned data): the
  * FlashAttention-2 kernel on mma.sync m16n8k16 (16 query rows per warp).
@@ -57,6 +59,7 @@
 #define PINGPONG 1 /* autokernel: tune 0,1 (flash_ws's consumers take turns issuing; 0 was even on an H100) */
 #define WS_TILE 128             /* flash_ws: query and key rows a tile */
 #define L2_MB 32   /* autokernel: tune 0,8,16,32 (K and V of a group of heads, 0: no groups) */
+#define L2_MB_WS 16 /* autokernel: tune 8,16,32 (L2_MB for the persistent flash_ws where all heads' K and V exceed L2) */
 #define PERSIST 1  /* autokernel: tune 0,1 (flash_ws: one block an SM walks its items, the next one's loads under this one's end) */
 #define PERSIST_S 2048 /* autokernel: tune 1024,2048,1073741824 (PERSIST up to this sequence length: on an H100 1x32x4096x128 took 8% longer persistent) */
 #define WS64 1     /* autokernel: tune 0,1 (1: flash_ws at D 64 too) */
@@ -570,12 +573,12 @@ static __device__ __forceinline__ int2 block_work(int b, int nq, int BH, int G)
 	return make_int2(nq - 1 - r / n, g0 + r % n);
 }
 
-/* Heads whose K and V together fit in L2_MB MiB (at least one; BH when
- * L2_MB is 0) */
-static int heads_per_group(int BH, int S, int D, int elem)
+/* Heads whose K and V together fit in mb MiB (at least one; BH when mb
+ * is 0). */
+static int heads_per_group(int BH, int S, int D, int elem, int mb)
 {
 	const int64_t kv = 2 * (int64_t)S * D * elem;
-	const int64_t g = L2_MB ? ((int64_t)L2_MB << 20) / kv : BH;
+	const int64_t g = mb ? ((int64_t)mb << 20) / kv : BH;
 
 	return (int)(g < 1 ? 1 : g > BH ? BH : g);
 }
@@ -1247,7 +1250,7 @@ static int launch_wg(const T *q, const T *k, const T *v, T *o, int BH, int S,
 		ready = true;
 	}
 	flash_wg<T, D><<<grid, 128 * wgs<D>(), smem, st>>>(q, k, v, o, BH, S,
-							   heads_per_group(BH, S, D, sizeof(T)),
+							   heads_per_group(BH, S, D, sizeof(T), L2_MB),
 							   scale);
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
@@ -1313,23 +1316,53 @@ static bool tensor_map3(CUtensorMap *map, const T *p, int BH, int S, int D, int 
 }
 
 /* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
-/* Multiprocessors of the current device (asked once; 132 if it cannot tell). */
+/* Attribute a of the current device, asked once into *n (fallback if it
+ * cannot tell). */
+static int device_attr(int *n, cudaDeviceAttr a, int fallback)
+{
+	if (*n <= 0) {
+		int d = 0;
+
+		if (cudaGetDevice(&d) != cudaSuccess ||
+		    cudaDeviceGetAttribute(n, a, d) != cudaSuccess || *n <= 0)
+			*n = fallback;
+		(void)cudaGetLastError();
+	}
+	return *n;
+}
+
+/* Multiprocessors of the current device (132 if it cannot tell). */
 static int sm_count(void)
 {
 	static int n;
 
-	if (n <= 0) {
-		int d = 0;
-
-		if (cudaGetDevice(&d) != cudaSuccess ||
-		    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d) != cudaSuccess ||
-		    n <= 0)
-			n = 132;
-		(void)cudaGetLastError();
-	}
-	return n;
+	return device_attr(&n, cudaDevAttrMultiProcessorCount, 132);
 }
 /* ---- end shared: sm-count ---- */
+
+/* The device's L2 in bytes (50 MiB if it cannot tell). */
+static int64_t l2_bytes(void)
+{
+	static int n;
+
+	return device_attr(&n, cudaDevAttrL2CacheSize, 50 << 20);
+}
+
+/*
+ * The head groups of flash_ws: L2_MB_WS where the grid is persistent and
+ * all heads' K and V exceed L2, else L2_MB.  Persistent blocks
+ * walk the items in order, so a group of 16 MiB keeps a head's K and V
+ * in L2 from its first item to its last (H100, session 23: 8x32x512x128,
+ * 64 MiB of K and V, 89.3 -> 80.2 us), where K and V that fit L2 whole
+ * (2x32x1024x64 16 MiB, 4x16x2048x64 32 MiB) lost up to 9% to groups.
+ */
+static int ws_groups(int BH, int S, int D, int elem, bool persistent)
+{
+	const int64_t all = 2 * (int64_t)BH * S * D * elem;
+
+	return heads_per_group(BH, S, D, elem,
+			       persistent && all > l2_bytes() ? L2_MB_WS : L2_MB);
+}
 
 /* 0 launched, 1 not possible here (the caller falls back), -1 error */
 template <typename T, int D>
@@ -1363,12 +1396,13 @@ static int launch_ws(const T *q, const T *k, const T *v, T *o, int BH, int S,
 		ready = true;
 	}
 	flash_ws<T, D><<<grid, 384, smem, st>>>(mq, mk, mv, o, BH, S,
-						heads_per_group(BH, S, D, sizeof(T)), scale);
+						ws_groups(BH, S, D, sizeof(T), grid < items),
+						scale);
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
 
-/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu; tests/t0023-kernel-twins.sh) ---- */
+/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu, softmax.cu; tests/t0023-kernel-twins.sh) ---- */
 /* The device's compute capability major (0 where it cannot be read), asked
  * once. */
 static int cc_major(void)

@@ -934,21 +934,27 @@ static int launch_cluster(const CUtensorMap &ta, const CUtensorMap &tb0,
 }
 
 /* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
-/* Multiprocessors of the current device (asked once; 132 if it cannot tell). */
+/* Attribute a of the current device, asked once into *n (fallback if it
+ * cannot tell). */
+static int device_attr(int *n, cudaDeviceAttr a, int fallback)
+{
+	if (*n <= 0) {
+		int d = 0;
+
+		if (cudaGetDevice(&d) != cudaSuccess ||
+		    cudaDeviceGetAttribute(n, a, d) != cudaSuccess || *n <= 0)
+			*n = fallback;
+		(void)cudaGetLastError();
+	}
+	return *n;
+}
+
+/* Multiprocessors of the current device (132 if it cannot tell). */
 static int sm_count(void)
 {
 	static int n;
 
-	if (n <= 0) {
-		int d = 0;
-
-		if (cudaGetDevice(&d) != cudaSuccess ||
-		    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d) != cudaSuccess ||
-		    n <= 0)
-			n = 132;
-		(void)cudaGetLastError();
-	}
-	return n;
+	return device_attr(&n, cudaDevAttrMultiProcessorCount, 132);
 }
 /* ---- end shared: sm-count ---- */
 
@@ -1088,7 +1094,7 @@ static int launch_wgmma(const T *A, const T *B0, const T *B1, T *C, float *P,
 
 #endif /* WGMMA */
 
-/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu; tests/t0023-kernel-twins.sh) ---- */
+/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu, softmax.cu; tests/t0023-kernel-twins.sh) ---- */
 /* The device's compute capability major (0 where it cannot be read), asked
  * once. */
 static int cc_major(void)

@@ -167,21 +167,27 @@ reduce_rows(const T *__restrict__ x, T *__restrict__ y, int64_t R, int64_t C)
 }
 
 /* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
-/* Multiprocessors of the current device (asked once; 132 if it cannot tell). */
+/* Attribute a of the current device, asked once into *n (fallback if it
+ * cannot tell). */
+static int device_attr(int *n, cudaDeviceAttr a, int fallback)
+{
+	if (*n <= 0) {
+		int d = 0;
+
+		if (cudaGetDevice(&d) != cudaSuccess ||
+		    cudaDeviceGetAttribute(n, a, d) != cudaSuccess || *n <= 0)
+			*n = fallback;
+		(void)cudaGetLastError();
+	}
+	return *n;
+}
+
+/* Multiprocessors of the current device (132 if it cannot tell). */
 static int sm_count(void)
 {
 	static int n;
 
-	if (n <= 0) {
-		int d = 0;
-
-		if (cudaGetDevice(&d) != cudaSuccess ||
-		    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d) != cudaSuccess ||
-		    n <= 0)
-			n = 132;
-		(void)cudaGetLastError();
-	}
-	return n;
+	return device_attr(&n, cudaDevAttrMultiProcessorCount, 132);
 }
 /* ---- end shared: sm-count ---- */
 

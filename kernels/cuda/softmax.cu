@@ -13,13 +13,21 @@
  * then a second read to normalize), that still moves 16-byte vectors
  * between a few lone elements at the row's ends.
  *
- * Few long rows (32x50257, 1x32000: a block a row leaves most of the
- * device idle) are split into chunks: each block of a row finds its
- * chunk's max and sum into the workspace, then each block combines its
- * row's partials (every block in the same fixed order, so all agree
- * bitwise) and writes its chunk, whose x the first pass left in L2.
+ * Few long rows (16x128256, 1x32000: a block a row leaves most of the
+ * device idle) spread over a cluster of CLUSTER blocks on Hopper, where
+ * they are aligned and fit its registers: each block holds its part of
+ * the row, and the blocks swap their maxima, then their sums, through
+ * distributed shared memory (each block adds the cluster's in the same
+ * fixed order, so all agree bitwise), so HBM is still read once, in one
+ * launch (kept by the hook on an H100 in session 24, f16, 2.2% over
+ * issue 20's workload: 1x32000 8.42 -> 7.58 us, 16x128256 12.49 ->
+ * 12.24, the rest level).  Elsewhere (32x50257: odd rows) they are split into chunks:
+ * each block of a row finds its chunk's max and sum into the workspace,
+ * then each block combines its row's partials (the same fixed order)
+ * and writes its chunk, whose x the first pass left in L2.
  */
 #include <cuda_runtime.h>
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <math.h>
@@ -144,6 +152,68 @@ static __device__ __forceinline__ float rescale(float m_old, float m_new)
 	return m_old == -INFINITY ? 0.f : expf(m_old - m_new);
 }
 
+/*
+ * A row held in registers, ITEMS vectors of VEC a thread: vector
+ * first + k * stride is the thread's k-th (where live and below nv).
+ * row_load() loads them, the rest -inf, and gives the thread's max;
+ * row_exp() turns them into exp(v - m) and gives their sum; row_store()
+ * scales them by inv and stores them.  softmax_regs and softmax_cluster
+ * differ only in the thread's vectors and in how max and sum are shared.
+ */
+template <typename T, int VEC, int ITEMS>
+static __device__ __forceinline__ float row_load(const T *__restrict__ xr, float (&v)[ITEMS][VEC],
+						 int64_t first, int64_t stride, int64_t nv, bool live)
+{
+	float m = -INFINITY;
+
+#pragma unroll
+	for (int k = 0; k < ITEMS; k++) {
+		const int64_t i = first + k * stride;
+		if (live && i < nv) {
+			load_vec<T, VEC>(xr + i * VEC, v[k]);
+		} else {
+#pragma unroll
+			for (int j = 0; j < VEC; j++)
+				v[k][j] = -INFINITY;
+		}
+#pragma unroll
+		for (int j = 0; j < VEC; j++)
+			m = fmaxf(m, v[k][j]);
+	}
+	return m;
+}
+
+template <int VEC, int ITEMS>
+static __device__ __forceinline__ float row_exp(float (&v)[ITEMS][VEC], float m)
+{
+	float s = 0.f;
+
+#pragma unroll
+	for (int k = 0; k < ITEMS; k++) {
+#pragma unroll
+		for (int j = 0; j < VEC; j++) {
+			v[k][j] = expf(v[k][j] - m);
+			s += v[k][j];
+		}
+	}
+	return s;
+}
+
+template <typename T, int VEC, int ITEMS>
+static __device__ __forceinline__ void row_store(T *__restrict__ yr, float (&v)[ITEMS][VEC], float inv,
+						 int64_t first, int64_t stride, int64_t nv, bool live)
+{
+#pragma unroll
+	for (int k = 0; k < ITEMS; k++) {
+		const int64_t i = first + k * stride;
+#pragma unroll
+		for (int j = 0; j < VEC; j++)
+			v[k][j] *= inv;
+		if (live && i < nv)
+			store_vec<T, VEC>(yr + i * VEC, v[k]);
+	}
+}
+
 /* Row in registers: groups of G threads, ITEMS vectors of VEC each. */
 template <typename T, int VEC, int ITEMS, int G>
 __global__ void __launch_bounds__(block_of<G>())
@@ -154,44 +224,11 @@ softmax_regs(const T *__restrict__ x, T *__restrict__ y, int64_t R, int64_t C)
 	const bool live = row < R;
 	const int64_t nv = C / VEC, off = (live ? row : 0) * C;
 	float v[ITEMS][VEC];
-	float m = -INFINITY;
 
-#pragma unroll
-	for (int k = 0; k < ITEMS; k++) {
-		const int64_t i = (int64_t)k * G + t;
-		if (live && i < nv) {
-			load_vec<T, VEC>(x + off + i * VEC, v[k]);
-		} else {
-#pragma unroll
-			for (int j = 0; j < VEC; j++)
-				v[k][j] = -INFINITY;
-		}
-#pragma unroll
-		for (int j = 0; j < VEC; j++)
-			m = fmaxf(m, v[k][j]);
-	}
-	m = group_reduce<G>(m, op_max());
-
-	float s = 0.f;
-#pragma unroll
-	for (int k = 0; k < ITEMS; k++) {
-#pragma unroll
-		for (int j = 0; j < VEC; j++) {
-			v[k][j] = expf(v[k][j] - m);
-			s += v[k][j];
-		}
-	}
-	const float inv = 1.f / group_reduce<G>(s, op_sum());
-
-#pragma unroll
-	for (int k = 0; k < ITEMS; k++) {
-		const int64_t i = (int64_t)k * G + t;
-#pragma unroll
-		for (int j = 0; j < VEC; j++)
-			v[k][j] *= inv;
-		if (live && i < nv)
-			store_vec<T, VEC>(y + off + i * VEC, v[k]);
-	}
+	const float m = group_reduce<G>(row_load<T, VEC, ITEMS>(x + off, v, t, G, nv, live),
+					op_max());
+	const float inv = 1.f / group_reduce<G>(row_exp(v, m), op_sum());
+	row_store<T, VEC, ITEMS>(y + off, v, inv, t, G, nv, live);
 }
 
 /* One vector of the online max and sum: the running max m and the sum s
@@ -360,21 +397,27 @@ static bool same_phase(const void *x, const void *y)
 #define CHUNK_MIN 2048          /* elements a chunk holds at least */
 
 /* ---- shared: sm-count (kept equal in matmul.cu, fused_mlp.cu, reduce.cu, softmax.cu, flash_attention.cu; tests/t0023-kernel-twins.sh) ---- */
-/* Multiprocessors of the current device (asked once; 132 if it cannot tell). */
+/* Attribute a of the current device, asked once into *n (fallback if it
+ * cannot tell). */
+static int device_attr(int *n, cudaDeviceAttr a, int fallback)
+{
+	if (*n <= 0) {
+		int d = 0;
+
+		if (cudaGetDevice(&d) != cudaSuccess ||
+		    cudaDeviceGetAttribute(n, a, d) != cudaSuccess || *n <= 0)
+			*n = fallback;
+		(void)cudaGetLastError();
+	}
+	return *n;
+}
+
+/* Multiprocessors of the current device (132 if it cannot tell). */
 static int sm_count(void)
 {
 	static int n;
 
-	if (n <= 0) {
-		int d = 0;
-
-		if (cudaGetDevice(&d) != cudaSuccess ||
-		    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d) != cudaSuccess ||
-		    n <= 0)
-			n = 132;
-		(void)cudaGetLastError();
-	}
-	return n;
+	return device_attr(&n, cudaDevAttrMultiProcessorCount, 132);
 }
 /* ---- end shared: sm-count ---- */
 
@@ -460,6 +503,120 @@ static void launch_split(const T *x, T *y, float *part, int64_t R, int64_t C,
 	softmax_chunk_write<T, VEC, ODD><<<grid, BLOCK, 0, st>>>(x, y, part, C, per);
 }
 
+/* ---- few long rows: a cluster a row (Hopper) ---- */
+
+#define CLUSTER 8               /* blocks a row (portable cluster size) */
+#define CL_BLOCK 512            /* threads of each */
+#define CL_ITEMS 4              /* vectors a thread holds at most */
+
+/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu, softmax.cu; tests/t0023-kernel-twins.sh) ---- */
+/* The device's compute capability major (0 where it cannot be read), asked
+ * once. */
+static int cc_major(void)
+{
+	static int cc = -1;
+
+	if (cc < 0) {
+		int dev = 0, major = 0;
+
+		if (cudaGetDevice(&dev) != cudaSuccess ||
+		    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+					   dev) != cudaSuccess)
+			major = 0;
+		cc = major;
+	}
+	return cc;
+}
+
+/* wgmma needs compute capability 9.0 (the build targets sm_90a there). */
+[[maybe_unused]] static bool have_wgmma(void)
+{
+	return cc_major() == 9;
+}
+/* ---- end shared: compute-capability ---- */
+
+/* v over the cluster: this block's in mine, the cluster's blocks' in
+ * rank order (the same bits in every block), after a cluster barrier. */
+template <class Op>
+static __device__ __forceinline__ float cluster_reduce(float *mine, float v, Op op)
+{
+#if __CUDA_ARCH__ >= 900
+	namespace cg = cooperative_groups;
+	cg::cluster_group cl = cg::this_cluster();
+
+	if (threadIdx.x == 0)
+		*mine = v;
+	cl.sync();
+	v = *cl.map_shared_rank(mine, 0);
+#pragma unroll
+	for (int k = 1; k < CLUSTER; k++)
+		v = op(v, *cl.map_shared_rank(mine, k));
+#endif
+	return v;
+}
+
+/* Row blockIdx.y over the CLUSTER blocks of its cluster, each holding
+ * ITEMS vectors of VEC a thread (block b: vectors b, b + CLUSTER, ...
+ * of each thread's stride, so a warp's loads stay contiguous). */
+template <typename T, int VEC, int ITEMS>
+__global__ void __launch_bounds__(CL_BLOCK)
+softmax_cluster(const T *__restrict__ x, T *__restrict__ y, int64_t C)
+{
+#if __CUDA_ARCH__ >= 900
+	__shared__ float red[2];        /* this block's max, then its sum */
+	const int64_t off = (int64_t)blockIdx.y * C, nv = C / VEC;
+	const int64_t first = (int64_t)blockIdx.x * CL_BLOCK + threadIdx.x;
+	constexpr int64_t stride = (int64_t)CLUSTER * CL_BLOCK;
+	float v[ITEMS][VEC];
+
+	const float m = cluster_reduce(&red[0], group_reduce<CL_BLOCK>(
+		row_load<T, VEC, ITEMS>(x + off, v, first, stride, nv, true), op_max()), op_max());
+	const float inv = 1.f / cluster_reduce(&red[1], group_reduce<CL_BLOCK>(row_exp(v, m),
+						op_sum()), op_sum());
+	/* no block leaves (its shared memory with it) while another may
+	 * still read its sum: arrive now, wait after the stores */
+	asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+	row_store<T, VEC, ITEMS>(y + off, v, inv, first, stride, nv, true);
+	asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
+template <typename T, int VEC, int ITEMS>
+static bool launch_cluster_items(cudaStream_t st, const T *x, T *y, int64_t R, int64_t C)
+{
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[1];
+
+	cfg.gridDim = dim3(CLUSTER, (unsigned)R);
+	cfg.blockDim = dim3(CL_BLOCK);
+	cfg.stream = st;
+	at[0].id = cudaLaunchAttributeClusterDimension;
+	at[0].val.clusterDim.x = CLUSTER;
+	at[0].val.clusterDim.y = 1;
+	at[0].val.clusterDim.z = 1;
+	cfg.attrs = at;
+	cfg.numAttrs = 1;
+	return cudaLaunchKernelEx(&cfg, softmax_cluster<T, VEC, ITEMS>, x, y, C) == cudaSuccess;
+}
+
+/* A cluster a row where the row fits the cluster's registers: false
+ * (nothing launched) where it does not, or the device has no clusters. */
+template <typename T, int VEC>
+static bool launch_cluster(cudaStream_t st, const T *x, T *y, int64_t R, int64_t C)
+{
+	const int64_t per = (C / VEC + CLUSTER * CL_BLOCK - 1) / (CLUSTER * CL_BLOCK);
+
+	if (R > 65535 || cc_major() < 9)
+		return false;
+	if (per <= 1)
+		return launch_cluster_items<T, VEC, 1>(st, x, y, R, C);
+	if (per <= 2)
+		return launch_cluster_items<T, VEC, 2>(st, x, y, R, C);
+	if (per <= CL_ITEMS)
+		return launch_cluster_items<T, VEC, CL_ITEMS>(st, x, y, R, C);
+	return false;
+}
+
 static int64_t row_len(const struct ak_args *a)
 {
 	const struct ak_tensor *xt = &a->in[0];
@@ -497,7 +654,9 @@ static int run(const struct ak_args *a)
 	if (R == 0)
 		return 0;
 	const int64_t S = chunks(R, C);
-	if (S > 1 && a->workspace &&
+	if (S > 1 && aligned && launch_cluster<T, V>(st, x, y, R, C)) {
+		/* launched */
+	} else if (S > 1 && a->workspace &&
 	    a->workspace_size >= (size_t)(2 * R * S) * sizeof(float)) {
 		float *part = (float *)a->workspace;
 
