@@ -15,8 +15,9 @@
 #            a branch's tip, where it kept one, into KEPT/<op>.<ext> (default
 #            build/kept: ignored, so it stays for the next call on the same
 #            machine); ONLY="op/dtype ..." judges those groups alone
-#   tables   scripts/real-shapes.sh for OPS (default every op; JOBS 3 at
-#            a time, the benchmarks still one at a time; DTYPES, as
+#   tables   scripts/real-shapes.sh for OPS (default every op; JOBS, 3
+#            or the number of OPS if fewer, at a time, the benchmarks
+#            still one at a time; cross_entropy alone: JOBS 1; DTYPES, as
 #            real-shapes.sh takes it, f16 and bf16), each op from
 #            KEPT/<op>.<ext> where judge left one (else its starter), and their
 #            tables (scripts/shapes-table.py); each op's result packed as
@@ -47,9 +48,10 @@
 #   device run (carry build/git-autokernel-0.1.0.tar.gz, timeout 600):
 #           DEADLINE=560 sh scripts/device-round.sh judge
 #           DEADLINE=560 OPS="reduce softmax layernorm rmsnorm \
-#               rotary_embedding cross_entropy" sh scripts/device-round.sh tables
+#               rotary_embedding" sh scripts/device-round.sh tables
 #           DEADLINE=560 OPS="flash_attention matmul fused_mlp" \
 #               sh scripts/device-round.sh tables
+#           DEADLINE=560 OPS=cross_entropy sh scripts/device-round.sh tables
 #           DEADLINE=540 sh scripts/device-round.sh check
 #
 # On an H100 in session 21: judge of six candidates 428 s, check 342 s;
@@ -60,7 +62,10 @@
 # beside them unfinished (its start alone verifies 8192x128256 for 93
 # s).  In session 23: judge of four candidates in three groups 282 s;
 # ncu of two ops 40 s; the lanes t0610, t0630, t0640 and
-# t0670@flash_attention,layernorm 190 s.  KEPT stays only on a warm
+# t0670@flash_attention,layernorm 190 s.  In session 24: judge of two
+# candidates and then all of check in six lanes, 536 s; softmax's tables
+# alone 48 s; cross_entropy's under JOBS 3 (5 threads of 16) did not
+# end within 310 s, its start taking about 150.  KEPT stays only on a warm
 # machine (it goes back after 30 s idle): to hand what judge kept to
 # tables on a fresh one, copy kept/ from the tarball into build/kept here
 # and carry that too.
@@ -178,12 +183,19 @@ kill_tree () {
 # an H100, and that call, cut off, brought back nothing of them), and with
 # DEADLINE it is stopped 30 s before, the ops not done named.
 tables () {
-	echo "== tables ${OPS:-every op}"
+	# JOBS 3, or fewer where there are fewer ops: each op's checks get
+	# cores/JOBS threads whatever runs beside them, and cross_entropy's
+	# 8192x128256 wants them all (session 24: alone in its call but
+	# under JOBS 3, on 5 threads of 16, its bf16 tables did not end in
+	# 310 s)
+	# shellcheck disable=SC2086
+	set -- ${OPS:-$(sh scripts/real-shapes.sh --ops)}
+	jobs=${JOBS:-$(($# < 3 ? $# : 3))}
+	echo "== tables ${OPS:-every op} (JOBS $jobs)"
 	# shellcheck disable=SC2086
 	ls "$kept"/*."$ext" 2>/dev/null | sed 's/^/   from /'
 	mkdir -p "$W/shapes" && : >"$W/tables.log"
-	# shellcheck disable=SC2086
-	BACKEND=$backend JOBS=${JOBS:-3} SHAPES=${WORKLOAD:-} \
+	BACKEND=$backend JOBS=$jobs SHAPES=${WORKLOAD:-} \
 	AUTOKERNEL_TORCH_COMPILE=${AUTOKERNEL_TORCH_COMPILE:-0} KERNELS=$kept \
 		sh scripts/real-shapes.sh "$W/shapes" ${OPS:-} \
 		>"$W/tables.log" 2>&1 </dev/null &
