@@ -26,6 +26,27 @@ shaped 12 3 base.c          # 4x at the big shape, 1x at the small one
 # verdicts that must reject it; by 1.33x for those that allow 100%.
 shaped 3 9 cand.c           # 1x at the big shape, 3x at the small one
 shaped 3 4 cand13.c         # 1x at the big shape, 1.33x at the small one
+# 1x at the big shape; at the small one 3x in the first runner process
+# that calls it and 1x in the next (a flag file; the sandbox is off for
+# it): a shape that reads slower in one run only
+{ honest_h
+  cat <<EOF2
+#include <fcntl.h>
+#include <unistd.h>
+int ak_kernel(const struct ak_args *a)
+{
+	static int first = -1;
+
+	if (first < 0) {
+		first = access("$TRASH/ran-once", F_OK) != 0;
+		if (first)
+			close(open("$TRASH/ran-once", O_CREAT | O_WRONLY, 0644));
+	}
+	thirds_of_work(a, a->in[0].shape[1] == 4096 ? 3 : first ? 9 : 3);
+	return 0;
+}
+EOF2
+} >cand-once.c
 
 test_setup 'a branch with a two-shape workload' '
 	new_repo repo && cd repo &&
@@ -64,12 +85,44 @@ test_expect_success 'faster overall but slower at one shape: rejected, and the s
 	cd repo && cp ../cand.c softmax/kernel.c &&
 	test_must_fail git commit -q -am "faster where it counts" 2>../err &&
 	grep "slower at 2048x64 (+[0-9]*%), though [0-9]*% faster overall" ../err &&
-	# so far apart that the shapes end early
+	# judged again by a fresh runner, slower again: rejected
+	grep "slower at 2048x64 .*: judged again by a fresh runner, whose run stands" ../err &&
+	grep "verdict: reject: slower at 2048x64" ../err &&
+	# so far apart that the shapes end early, in both runs
 	git notes --ref=autokernel show refs/autokernel/attempts/softmax/1 >../note &&
 	python3 -c "import json; n = json.load(open(\"../note\")); \
 		assert all(s[\"checked\"][\"settled\"] for s in \
-			n[\"workload\"][\"shapes\"]), n" &&
+			n[\"workload\"][\"shapes\"]), n; \
+		f = n[\"shape_rejudged\"]; \
+		assert f[\"verdict\"].startswith(\"slower at 2048x64\"), f; \
+		assert len(f[\"workload\"][\"shapes\"]) == 2, f; \
+		assert f[\"workload\"][\"shapes\"][0][\"seed\"] != \
+			n[\"workload\"][\"shapes\"][0][\"seed\"], f" &&
 	git autokernel log --attempts >../log && grep " shape " ../log
+'
+
+test_expect_success 'slower at a shape in the first run only: the second run stands, kept' '
+	cd repo && cp ../cand-once.c softmax/kernel.c &&
+	git -c autokernel.sandbox=false commit -q -am "faster, and slow once" 2>../err &&
+	test -f ../ran-once &&
+	grep "slower at 2048x64 .*: judged again by a fresh runner, whose run stands" ../err &&
+	grep "verdict: keep" ../err &&
+	git notes --ref=autokernel show HEAD >../note &&
+	python3 -c "import json; n = json.load(open(\"../note\")); \
+		assert n[\"shape_rejudged\"][\"verdict\"].startswith(\"slower at 2048x64\"), n" &&
+	git reset -q --hard HEAD~1
+'
+
+test_expect_success 'a candidate slower at no shape is timed once' '
+	cd repo && git config autokernel.maxShapeRegression 100 &&
+	cp ../cand13.c softmax/kernel.c &&
+	git -c autokernel.rejudge=true commit -q -am "faster, within the allowance" 2>../err &&
+	! grep "judged again" ../err &&
+	git notes --ref=autokernel show HEAD >../note &&
+	python3 -c "import json; n = json.load(open(\"../note\")); \
+		assert \"shape_rejudged\" not in n, n" &&
+	git reset -q --hard HEAD~1 &&
+	git config --unset autokernel.maxShapeRegression
 '
 
 # The early stop (a shape ends once its quartiles are apart) must not
