@@ -596,7 +596,10 @@ static bool launch_cluster_items(cudaStream_t st, const T *x, T *y, int64_t R, i
 	at[0].val.clusterDim.z = 1;
 	cfg.attrs = at;
 	cfg.numAttrs = 1;
-	return cudaLaunchKernelEx(&cfg, softmax_cluster<T, VEC, ITEMS>, x, y, C) == cudaSuccess;
+	if (cudaLaunchKernelEx(&cfg, softmax_cluster<T, VEC, ITEMS>, x, y, C) == cudaSuccess)
+		return true;
+	(void)cudaGetLastError();       /* the caller launches another way */
+	return false;
 }
 
 /* A cluster a row where the row fits the cluster's registers: false
