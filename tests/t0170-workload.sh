@@ -101,9 +101,13 @@ test_expect_success 'faster overall but slower at one shape: rejected, and the s
 	git autokernel log --attempts >../log && grep " shape " ../log
 '
 
+# maxShapeRegression 20%: the first run's 3x is far beyond it, and the
+# second run's two equal kernels at 2048x64 have read 3% apart on a busy
+# 2-core machine (make check's two jobs)
 test_expect_success 'slower at a shape in the first run only: the second run stands, kept' '
 	cd repo && cp ../cand-once.c softmax/kernel.c &&
-	git -c autokernel.sandbox=false commit -q -am "faster, and slow once" 2>../err &&
+	git -c autokernel.sandbox=false -c autokernel.maxShapeRegression=20 \
+		commit -q -am "faster, and slow once" 2>../err &&
 	test -f ../ran-once &&
 	grep "slower at 2048x64 .*: judged again by a fresh runner, whose run stands" ../err &&
 	grep "verdict: keep" ../err &&
@@ -133,8 +137,9 @@ test_expect_success 'without the early stop the verdicts are the same' '
 	test_must_fail git -c autokernel.rejudge=true commit -q \
 		-am "faster where it counts, every call timed" 2>../err &&
 	grep "slower at 2048x64 (+[0-9]*%), though [0-9]*% faster overall" ../err &&
-	git notes --ref=autokernel show \
-		$(git rev-parse refs/autokernel/attempts/softmax/2) >../note &&
+	last=$(git for-each-ref --format="%(refname)" refs/autokernel/attempts/softmax/ |
+		sed "s|.*/||" | sort -n | tail -1) &&
+	git notes --ref=autokernel show refs/autokernel/attempts/softmax/$last >../note &&
 	python3 -c "import json; n = json.load(open(\"../note\")); \
 		assert not any(s[\"checked\"][\"settled\"] for s in \
 			n[\"workload\"][\"shapes\"]), n" &&
