@@ -207,9 +207,7 @@ tables () {
 			sed -n "$((seen + 1)),${n}p" "$W/tables.log" | sed 's/^/   /'
 			seen=$n
 		fi
-		# packed once the summary holds them: they reach it through
-		# tee, after this loop printed them (a pack right away once
-		# missed an op's "done" that nothing packed again)
+		# packed whenever the summary grew (an op's "done")
 		sz=$(wc -c <"$sum")
 		if test "$sz" != "$packed"; then
 			pack
@@ -259,10 +257,22 @@ ncu_mode () {
 	done
 }
 
+# A mode writes straight into the summary, so that a pack (after each
+# judged group, as each op's tables end) holds every line written before
+# it, where through tee it could miss the last ones; tail streams them
+# here meanwhile and, once the mode has ended, prints the rest and ends.
+run_mode () {
+	from=$(($(wc -c <"$sum") + 1))
+	"$1" >>"$sum" 2>&1 </dev/null &
+	mp=$!
+	tail -c +"$from" --pid="$mp" -f "$sum"
+	wait "$mp"
+}
+
 for mode; do
 	case $mode in
-	check | judge | tables) "$mode" 2>&1 | tee -a "$sum" ;;
-	ncu) ncu_mode 2>&1 | tee -a "$sum" ;;
+	check | judge | tables) run_mode "$mode" ;;
+	ncu) run_mode ncu_mode ;;
 	*) echo "unknown mode '$mode' (check, judge, tables, ncu)" >&2 ;;
 	esac
 	pack
