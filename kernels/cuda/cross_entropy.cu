@@ -212,7 +212,7 @@ mean_loss(const float *__restrict__ rows, float *__restrict__ out, int64_t N)
 	}
 }
 
-/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu, softmax.cu; tests/t0023-kernel-twins.sh) ---- */
+/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu; tests/t0023-kernel-twins.sh) ---- */
 /* The device's compute capability major (0 where it cannot be read), asked
  * once. */
 static int cc_major(void)

@@ -1094,7 +1094,7 @@ static int launch_wgmma(const T *A, const T *B0, const T *B1, T *C, float *P,
 
 #endif /* WGMMA */
 
-/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu, softmax.cu; tests/t0023-kernel-twins.sh) ---- */
+/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu; tests/t0023-kernel-twins.sh) ---- */
 /* The device's compute capability major (0 where it cannot be read), asked
  * once. */
 static int cc_major(void)

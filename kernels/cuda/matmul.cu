@@ -946,7 +946,7 @@ static int launch_mma(const T *A, const T *B, T *C, int M, int N, int K, cudaStr
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
-/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu, softmax.cu; tests/t0023-kernel-twins.sh) ---- */
+/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu; tests/t0023-kernel-twins.sh) ---- */
 /* The device's compute capability major (0 where it cannot be read), asked
  * once. */
 static int cc_major(void)

@@ -21,10 +21,11 @@
  * fixed order, so all agree bitwise), so HBM is still read once, in one
  * launch (kept by the hook on an H100 in session 24, f16, 2.2% over
  * issue 20's workload: 1x32000 8.42 -> 7.58 us, 16x128256 12.49 ->
- * 12.24, the rest level).  Elsewhere (32x50257: odd rows) they are split into chunks:
- * each block of a row finds its chunk's max and sum into the workspace,
- * then each block combines its row's partials (the same fixed order)
- * and writes its chunk, whose x the first pass left in L2.
+ * 12.24, the rest level).  Elsewhere (32x50257: odd rows) they are
+ * split into chunks: each block of a row finds its chunk's max and sum
+ * into the workspace, then each block combines its row's partials (the
+ * same fixed order) and writes its chunk, whose x the first pass left
+ * in L2.
  */
 #include <cuda_runtime.h>
 #include <cooperative_groups.h>
@@ -509,31 +510,14 @@ static void launch_split(const T *x, T *y, float *part, int64_t R, int64_t C,
 #define CL_BLOCK 512            /* threads of each */
 #define CL_ITEMS 4              /* vectors a thread holds at most */
 
-/* ---- shared: compute-capability (kept equal in matmul.cu, fused_mlp.cu, flash_attention.cu, cross_entropy.cu, softmax.cu; tests/t0023-kernel-twins.sh) ---- */
-/* The device's compute capability major (0 where it cannot be read), asked
- * once. */
-static int cc_major(void)
+/* Thread block clusters need compute capability 9.0 or later (0 where it
+ * cannot be read: none). */
+static bool have_clusters(void)
 {
-	static int cc = -1;
+	static int cc;
 
-	if (cc < 0) {
-		int dev = 0, major = 0;
-
-		if (cudaGetDevice(&dev) != cudaSuccess ||
-		    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-					   dev) != cudaSuccess)
-			major = 0;
-		cc = major;
-	}
-	return cc;
+	return device_attr(&cc, cudaDevAttrComputeCapabilityMajor, 0) >= 9;
 }
-
-/* wgmma needs compute capability 9.0 (the build targets sm_90a there). */
-[[maybe_unused]] static bool have_wgmma(void)
-{
-	return cc_major() == 9;
-}
-/* ---- end shared: compute-capability ---- */
 
 /* v over the cluster: this block's in mine, the cluster's blocks' in
  * rank order (the same bits in every block), after a cluster barrier. */
@@ -556,8 +540,9 @@ static __device__ __forceinline__ float cluster_reduce(float *mine, float v, Op 
 }
 
 /* Row blockIdx.y over the CLUSTER blocks of its cluster, each holding
- * ITEMS vectors of VEC a thread (block b: vectors b, b + CLUSTER, ...
- * of each thread's stride, so a warp's loads stay contiguous). */
+ * ITEMS vectors of VEC a thread (thread t of block b: vectors
+ * b CL_BLOCK + t + k CLUSTER CL_BLOCK, so a warp's loads stay
+ * contiguous). */
 template <typename T, int VEC, int ITEMS>
 __global__ void __launch_bounds__(CL_BLOCK)
 softmax_cluster(const T *__restrict__ x, T *__restrict__ y, int64_t C)
@@ -609,7 +594,7 @@ static bool launch_cluster(cudaStream_t st, const T *x, T *y, int64_t R, int64_t
 {
 	const int64_t per = (C / VEC + CLUSTER * CL_BLOCK - 1) / (CLUSTER * CL_BLOCK);
 
-	if (R > 65535 || cc_major() < 9)
+	if (R > 65535 || !have_clusters())
 		return false;
 	if (per <= 1)
 		return launch_cluster_items<T, VEC, 1>(st, x, y, R, C);
