@@ -199,19 +199,14 @@ tables () {
 	AUTOKERNEL_TORCH_COMPILE=${AUTOKERNEL_TORCH_COMPILE:-0} KERNELS=$kept \
 		sh scripts/real-shapes.sh "$W/shapes" ${OPS:-} \
 		>"$W/tables.log" 2>&1 </dev/null &
-	pid=$! seen=0 cut= packed=
+	pid=$! seen=0 cut=
 	while kill -0 "$pid" 2>/dev/null; do
 		sleep 1
 		n=$(wc -l <"$W/tables.log")
 		if test "$n" -gt "$seen"; then
 			sed -n "$((seen + 1)),${n}p" "$W/tables.log" | sed 's/^/   /'
 			seen=$n
-		fi
-		# packed whenever the summary grew (an op's "done")
-		sz=$(wc -c <"$sum")
-		if test "$sz" != "$packed"; then
-			pack
-			packed=$sz
+			pack    # an op's "done" is in the summary now (run_mode)
 		fi
 		if test -n "${DEADLINE:-}" &&
 			test $(($(date +%s) - t0)) -ge $((DEADLINE - 30)); then
