@@ -101,13 +101,26 @@ test_expect_success 'faster overall but slower at one shape: rejected, and the s
 	git autokernel log --attempts >../log && grep " shape " ../log
 '
 
+# The second run is no way around the rule: a kernel that would be slow
+# only in its first runner process needs state that outlives it, and the
+# cell (the sandbox, on by default) lets it write none, so it is slow in
+# both runs and rejected.
+test_expect_success 'slow in the first run only through a file: the cell stops it, rejected' '
+	cd repo && rm -f ../ran-once && cp ../cand-once.c softmax/kernel.c &&
+	test_must_fail git -c autokernel.maxShapeRegression=20 \
+		commit -q -am "faster, and slow once, sandboxed" 2>../err &&
+	! test -e ../ran-once &&
+	grep "slower at 2048x64 .*: judged again by a fresh runner, whose run stands" ../err &&
+	grep "verdict: reject: slower at 2048x64" ../err
+'
+
 # maxShapeRegression 20%: the first run's 3x is far beyond it, and the
 # second run's two equal kernels at 2048x64 have read 3% apart on a busy
 # 2-core machine (make check's two jobs)
 test_expect_success 'slower at a shape in the first run only: the second run stands, kept' '
 	cd repo && cp ../cand-once.c softmax/kernel.c &&
 	git -c autokernel.sandbox=false -c autokernel.maxShapeRegression=20 \
-		commit -q -am "faster, and slow once" 2>../err &&
+		-c autokernel.rejudge=true commit -q -am "faster, and slow once" 2>../err &&
 	test -f ../ran-once &&
 	grep "slower at 2048x64 .*: judged again by a fresh runner, whose run stands" ../err &&
 	grep "verdict: keep" ../err &&
