@@ -60,6 +60,7 @@
 #define WS_TILE 128             /* flash_ws: query and key rows a tile */
 #define L2_MB 32   /* autokernel: tune 0,8,16,32 (K and V of a group of heads, 0: no groups) */
 #define L2_MB_WS 16 /* autokernel: tune 8,16,32 (L2_MB for the persistent flash_ws where all heads' K and V exceed L2) */
+#define WS_EVEN 1  /* autokernel: tune 0,1 (persistent groups a whole number of snake pass pairs: H100 8x32x512x128 81.7 -> 76.5 us) */
 #define PERSIST 1  /* autokernel: tune 0,1 (flash_ws: one block an SM walks its items, the next one's loads under this one's end) */
 #define PERSIST_S 2048 /* autokernel: tune 1024,2048,1073741824 (PERSIST up to this sequence length: on an H100 1x32x4096x128 took 8% longer persistent) */
 #define WS64 1     /* autokernel: tune 0,1 (1: flash_ws at D 64 too) */
@@ -1356,12 +1357,36 @@ static int64_t l2_bytes(void)
  * 64 MiB of K and V, 89.3 -> 80.2 us), where K and V that fit L2 whole
  * (2x32x1024x64 16 MiB, 4x16x2048x64 32 MiB) lost up to 9% to groups.
  */
-static int ws_groups(int BH, int S, int D, int elem, bool persistent)
+static int ws_groups(int BH, int S, int D, int elem, int64_t grid, int64_t items)
 {
 	const int64_t all = 2 * (int64_t)BH * S * D * elem;
+	const bool persistent = grid < items;
+	int G = heads_per_group(BH, S, D, elem,
+				persistent && all > l2_bytes() ? L2_MB_WS : L2_MB);
 
-	return heads_per_group(BH, S, D, elem,
-			       persistent && all > l2_bytes() ? L2_MB_WS : L2_MB);
+	/* With WS_EVEN, a persistent grid's groups hold a multiple of h
+	 * heads, h * nq items a whole number of pairs of snake passes: a
+	 * forward pass then a backward one deal a group's longest items
+	 * and its shortest to the same blocks.  8x32x512x128 on 132 SMs:
+	 * 64 heads (16 MiB of K and V) a group leave the busiest block 28
+	 * tiles where 19.4 is even; 66 heads (h 66) leave it 20.  Only
+	 * where that at most doubles the group. */
+	if (WS_EVEN && persistent && G < BH) {
+		const int nq = (S + WS_TILE - 1) / WS_TILE;
+		int a = (int)(2 * grid), b = nq;
+
+		while (b) {
+			const int r = a % b;
+
+			a = b;
+			b = r;
+		}
+		const int h = (int)(2 * grid / a);       /* a: gcd(2 grid, nq) */
+
+		if (h <= 2 * G)
+			G = min(BH, max(h, (G + h / 2) / h * h));
+	}
+	return G;
 }
 
 /* 0 launched, 1 not possible here (the caller falls back), -1 error */
@@ -1396,7 +1421,7 @@ static int launch_ws(const T *q, const T *k, const T *v, T *o, int BH, int S,
 		ready = true;
 	}
 	flash_ws<T, D><<<grid, 384, smem, st>>>(mq, mk, mv, o, BH, S,
-						ws_groups(BH, S, D, sizeof(T), grid < items),
+						ws_groups(BH, S, D, sizeof(T), grid, items),
 						scale);
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
