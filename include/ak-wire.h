@@ -69,17 +69,28 @@ static inline AK_HD uint64_t ak_mix(uint64_t seed, int t, uint64_t i)
 		      (i * 0xD1B54A32D192ED03ULL));
 }
 
+#define AK_GEN_Z 8190      /* |z| at most */
+
+/* The sum of four 12-bit fields of h, centred. */
+static inline AK_HD int ak_gen_z(uint64_t h)
+{
+	return (int)(h & 0xFFF) + (int)((h >> 12) & 0xFFF) +
+	       (int)((h >> 24) & 0xFFF) + (int)((h >> 36) & 0xFFF) - AK_GEN_Z;
+}
+
 /*
- * The sum of four 12-bit fields, centred: an integer, so the value is
- * exact in f32 (|z| <= 8190, scaled by a power of two, plus a mean that
- * leaves it in 24 bits) and both sides round it to the dtype alike.
+ * z an integer, so the value is exact in f32 (|z| <= 8190, scaled by a
+ * power of two, plus a mean that leaves it in 24 bits) and both sides
+ * round it to the dtype alike.
  */
+static inline AK_HD float ak_gen_value(int z, const struct ak_gen *g)
+{
+	return (float)z * (g->sd * (1.0f / 2048.0f)) + g->mean;
+}
+
 static inline AK_HD float ak_gen_normal(uint64_t h, const struct ak_gen *g)
 {
-	int z = (int)(h & 0xFFF) + (int)((h >> 12) & 0xFFF) +
-		(int)((h >> 24) & 0xFFF) + (int)((h >> 36) & 0xFFF) - 8190;
-
-	return (float)z * (g->sd * (1.0f / 2048.0f)) + g->mean;
+	return ak_gen_value(ak_gen_z(h), g);
 }
 
 static inline AK_HD int64_t ak_gen_index(uint64_t h, const struct ak_gen *g)
@@ -126,8 +137,8 @@ static inline AK_HD uint16_t ak_f32_to_f16(float f)
 		rem = a & ((1u << shift) - 1);
 		half = 1u << (shift - 1);
 	}
-	if (rem > half || (rem == half && (q & 1u)))
-		q++;
+	/* without a branch: random data would mispredict half of them */
+	q += (uint32_t)(rem > half) | ((uint32_t)(rem == half) & q & 1u);
 	return (uint16_t)(sign | q);
 }
 
@@ -159,6 +170,22 @@ static inline AK_HD void ak_gen_store(void *p, int dt, uint64_t i,
 		((float *)p)[i] = ak_gen_normal(h, g);
 		break;
 	}
+}
+
+/*
+ * A normal 16-bit input's bits for every z, table[z + AK_GEN_Z] (dt f16
+ * or bf16): its element i under seed is then table[ak_gen_z(ak_mix(seed,
+ * t, i)) + AK_GEN_Z], the bits ak_gen_store() writes, without the
+ * arithmetic and rounding of each element (the host regenerates whole
+ * inputs of a billion elements to check a call).
+ */
+static inline void ak_gen_table(uint16_t table[2 * AK_GEN_Z + 1], int dt,
+				const struct ak_gen *g)
+{
+	for (int z = -AK_GEN_Z; z <= AK_GEN_Z; z++)
+		table[z + AK_GEN_Z] = dt == AK_F16 ?
+			ak_f32_to_f16(ak_gen_value(z, g)) :
+			ak_f32_to_bf16(ak_gen_value(z, g));
 }
 
 #ifdef __cplusplus

@@ -14,10 +14,11 @@
 #include "verify/cases.h"
 #include "tests/tap.h"
 
-/* Every value ak_gen_normal() can make at sd 1, 2^-7 and 2^4, rounded. */
+/* Every value ak_gen_normal() can make at sd 1, 2^-7, 2^-12 (f16's
+ * subnormals, ties among them) and 2^4, rounded. */
 static int rounding_agrees(enum ak_dtype dt)
 {
-	static const float sds[] = { 1.0f, 0.0078125f, 16.0f };
+	static const float sds[] = { 1.0f, 0.0078125f, 0.000244140625f, 16.0f };
 	int bad = 0;
 
 	for (size_t k = 0; k < ARRAY_SIZE(sds); k++)
@@ -29,6 +30,26 @@ static int rounding_agrees(enum ak_dtype dt)
 			dtype_store(dt, &tool, 0, v);
 			bad += ours != tool;
 		}
+	return bad;
+}
+
+/* n elements of input t under seed through ak_gen_table(), as the bench
+ * regenerates a 16-bit input: how many differ from ak_gen_store()'s. */
+static int64_t table_differs(enum ak_dtype dt, float mean, float sd,
+			     int64_t n, uint64_t seed)
+{
+	struct ak_gen g = { AK_GEN_NORMAL, mean, sd, 0 };
+	static uint16_t table[2 * AK_GEN_Z + 1];
+	uint16_t *want = xmalloc((size_t)n * sizeof(*want));
+	int64_t bad = 0;
+
+	ak_gen_table(table, dt, &g);
+	for (int64_t i = 0; i < n; i++) {
+		ak_gen_store(want, dt, (uint64_t)i, seed, 1, &g);
+		bad += table[ak_gen_z(ak_mix(seed, 1, (uint64_t)i)) +
+			     AK_GEN_Z] != want[i];
+	}
+	free(want);
 	return bad;
 }
 
@@ -106,6 +127,16 @@ int main(void)
 		setenv("AUTOKERNEL_LIBEXEC", getenv("AK_BUILD"), 1);
 	ok(rounding_agrees(AK_F16) == 0, "f16 rounding agrees with the tool's");
 	ok(rounding_agrees(AK_BF16) == 0, "bf16 rounding agrees with the tool's");
+	for (size_t i = 0; i < 2; i++) {
+		const enum ak_dtype dt = dts[i];
+
+		ok(table_differs(dt, 0.0f, 1.0f, 1 << 20, 5) == 0 &&
+		   table_differs(dt, 0.5f, 0.25f, 1 << 20, 6) == 0 &&
+		   table_differs(dt, -3.0f, 0.0078125f, 1 << 20, 7) == 0 &&
+		   table_differs(dt, 0.0f, 0.000244140625f, 1 << 20, 8) == 0,
+		   "%s: the table the bench regenerates with makes the "
+		   "generator's bits", dtype_name(dt));
+	}
 	for (uint64_t k = 0; k < 4; k++)
 		ok(equal_bytes(AK_F16, 4096, k) == 0 &&
 		   equal_bytes(AK_F32, 1, k) == 0,

@@ -256,6 +256,7 @@ struct fresh {
 	struct layout l;                /* in the mapping, then the check area */
 	struct ak_gen gen[AK_OP_MAX_IN];
 	struct ak_tensor in[AK_OP_MAX_IN];   /* host copies for the reference */
+	uint16_t *table[AK_OP_MAX_IN];  /* a 16-bit normal input's ak_gen_table() */
 	double scalar[4];
 	int64_t rows, len, nrows;       /* rows of the output; checked a call */
 	int64_t row[CHECK_ROWS];        /* this call's rows */
@@ -354,6 +355,13 @@ static int fresh_init(struct fresh *f, struct runner *r,
 		f->in[i].data = malloc(tensor_bytes(&f->in[i]) + 1);
 		if (!f->in[i].data)
 			return error("out of memory for the benchmark's inputs");
+		if (f->gen[i].kind != AK_GEN_NORMAL ||
+		    (f->in[i].dtype != AK_F16 && f->in[i].dtype != AK_BF16))
+			continue;
+		f->table[i] = malloc((2 * AK_GEN_Z + 1) * sizeof(uint16_t));
+		if (!f->table[i])
+			return error("out of memory for the benchmark's inputs");
+		ak_gen_table(f->table[i], f->in[i].dtype, &f->gen[i]);
 	}
 	rng_seed(&f->pick, secret_seed());
 	f->t0 = now_ns();
@@ -362,8 +370,10 @@ static int fresh_init(struct fresh *f, struct runner *r,
 
 static void fresh_release(struct fresh *f)
 {
-	for (int i = 0; i < AK_OP_MAX_IN; i++)
+	for (int i = 0; i < AK_OP_MAX_IN; i++) {
 		free(f->in[i].data);
+		free(f->table[i]);
+	}
 	free(f->t[0]);
 	free(f->t[1]);
 	strbuf_release(&f->why);
@@ -428,6 +438,17 @@ static json_t *spans_for_call(struct fresh *f)
 static void regen(struct fresh *f, int t, int64_t lo, int64_t n,
 		  uint64_t seed)
 {
+	const uint16_t *table = f->table[t];
+
+	if (table) {            /* the same bits, 3x as fast */
+		uint16_t *d = f->in[t].data;
+
+		#pragma omp parallel for schedule(static) if (n > 65536)
+		for (int64_t i = lo; i < lo + n; i++)
+			d[i] = table[ak_gen_z(ak_mix(seed, t, (uint64_t)i)) +
+				     AK_GEN_Z];
+		return;
+	}
 	#pragma omp parallel for schedule(static) if (n > 65536)
 	for (int64_t i = lo; i < lo + n; i++)
 		ak_gen_store(f->in[t].data, f->in[t].dtype, (uint64_t)i, seed,
