@@ -192,12 +192,11 @@ tables () {
 	set -- ${OPS:-$(sh scripts/real-shapes.sh --ops)}
 	jobs=${JOBS:-$(($# < 3 ? $# : 3))}
 	echo "== tables ${OPS:-every op} (JOBS $jobs)"
-	# shellcheck disable=SC2086
 	ls "$kept"/*."$ext" 2>/dev/null | sed 's/^/   from /'
 	mkdir -p "$W/shapes" && : >"$W/tables.log"
 	BACKEND=$backend JOBS=$jobs SHAPES=${WORKLOAD:-} \
 	AUTOKERNEL_TORCH_COMPILE=${AUTOKERNEL_TORCH_COMPILE:-0} KERNELS=$kept \
-		sh scripts/real-shapes.sh "$W/shapes" ${OPS:-} \
+		sh scripts/real-shapes.sh "$W/shapes" "$@" \
 		>"$W/tables.log" 2>&1 </dev/null &
 	pid=$! seen=0 cut=
 	while kill -0 "$pid" 2>/dev/null; do
