@@ -37,6 +37,8 @@
  * 1x32x4096x128 261.98 -> 259.01.  Persistent where all heads' K and V
  * exceed L2, its head groups are L2_MB_WS (ws_groups(); session 24, H100,
  * 2.1% over the workload: 8x32x512x128 89.60 -> 82.21, the rest level).
+ * With STREAM at D 128 a block's items run as one stream of tiles (session
+ * 26, H100: 8x32x512x128 76.83 -> 70.56 us).
  *
  * Other f16/bf16 D in {16,32} (or no sm_90a, or unaligned data): the
  * FlashAttention-2 kernel on mma.sync m16n8k16 (16 query rows per warp).
@@ -64,6 +66,7 @@
 #define PERSIST 1  /* autokernel: tune 0,1 (flash_ws: one block an SM walks its items, the next one's loads under this one's end) */
 #define PERSIST_S 2048 /* autokernel: tune 1024,2048,1073741824 (PERSIST up to this sequence length: on an H100 1x32x4096x128 took 8% longer persistent) */
 #define WS64 1     /* autokernel: tune 0,1 (1: flash_ws at D 64 too) */
+#define STREAM 1   /* autokernel: tune 0,1 (persistent flash_ws at D 128: the next item's first scores issued with this one's last P V; H100 8x32x512x128 76.8 -> 70.6 us) */
 
 #define MMA_WARPS 4             /* mma.sync path: warps per block */
 #define MMA_BKV 64              /* mma.sync path: keys per tile */
@@ -671,25 +674,36 @@ flash_wg(const T *__restrict__ q, const T *__restrict__ k,
 #endif
 }
 
+/* The item after this one, where a flash_ws consumer's last tile of an
+ * item issues its first scores (STREAM): its Q (descriptor, buffer's full
+ * barrier and phase) and the rows its first tile is masked for. */
+struct ws_next { uint64_t dq; uint32_t full_q, q_ph; int r0, row_a, row_b; };
+
 /*
  * One tile t of a flash_ws consumer (the block's g-th, which names its
  * stage and phase), P(t) in pa: S' = Q K(t+1) and
  * O += P V(t) issued together (MORE: there is a tile t+1), tile t+1's
  * softmax while P V(t) runs, then O rescaled and P(t+1) packed.  The last
  * tile is its own instance, so no wgmma sits on a divergent path (ptxas
- * would serialize them).
+ * would serialize them).  NEW: tile t is its item's last and the next
+ * tile the first of the next item (nx): the scores are that item's, its
+ * softmax starts afresh (this item's row sums left in lo_a and lo_b) and
+ * O, once P V(t) is done, is this item's whole output, not rescaled.
  */
-template <typename T, int D, bool MORE>
+template <typename T, int D, bool MORE, bool NEW = false>
 static __device__ __forceinline__ void
 ws_step(int t, int g, int c, int r0, int row_a, int row_b, int S, float sl2, uint64_t dq,
 	uint64_t dk0, uint64_t dv0, uint32_t full_k, uint32_t full_v, uint32_t empty_k,
 	uint32_t empty_v, wg_acc<D> &oacc, wg_acc<WS_TILE> &sacc,
-	uint32_t (*pa)[4], float &m_a, float &m_b, float &l_a, float &l_b)
+	uint32_t (*pa)[4], float &m_a, float &m_b, float &l_a, float &l_b,
+	const ws_next &nxi = ws_next{}, float *lo = nullptr)
 {
 	constexpr int TK = WS_TILE, KB = D / 64 * TK * 128;
 	const int st = g & 1, nx = st ^ 1, lane = threadIdx.x % 32;
 	float al_a, al_b;
 
+	if (NEW)
+		mbar_wait(nxi.full_q, nxi.q_ph);
 	if (MORE)
 		mbar_wait(full_k + 8 * nx, (g + 1) >> 1 & 1);
 	mbar_wait(full_v + 8 * st, g >> 1 & 1);
@@ -697,14 +711,14 @@ ws_step(int t, int g, int c, int r0, int row_a, int row_b, int S, float sl2, uin
 		named_bar(1 + c, 256);
 	wgmma_fence();
 	if (MORE) {
-		issue_qk<T, D, WS_TILE>(sacc, dq, dk0 + (nx * KB >> 4));
+		issue_qk<T, D, WS_TILE>(sacc, NEW ? nxi.dq : dq, dk0 + (nx * KB >> 4));
 		wgmma_commit();
 	}
 	issue_pv<T, TK>(oacc, pa, dv0 + (st * KB >> 4));
 	wgmma_commit();
 	/* the other's turn; the second consumer's last turn of an item has
 	 * no answer to wait for (its arrival at the next item's start stands
-	 * in for it) */
+	 * in for it; with STREAM only a block's last item ends so) */
 	if (PINGPONG && (MORE || c == 0))
 		named_arrive(2 - c, 256);
 	if (MORE) {
@@ -712,8 +726,17 @@ ws_step(int t, int g, int c, int r0, int row_a, int row_b, int S, float sl2, uin
 		fence_acc(sacc);
 		if (lane == 0)
 			mbar_arrive(empty_k + 8 * nx);
-		softmax_tile<TK>(sacc.r, (t + 1) * TK, r0, row_a, row_b, S, sl2,
-				 m_a, m_b, l_a, l_b, al_a, al_b);
+		if (NEW) {
+			lo[0] = l_a;
+			lo[1] = l_b;
+			m_a = m_b = -INFINITY;
+			l_a = l_b = 0.f;
+			softmax_tile<TK>(sacc.r, 0, nxi.r0, nxi.row_a, nxi.row_b, S, sl2,
+					 m_a, m_b, l_a, l_b, al_a, al_b);
+		} else {
+			softmax_tile<TK>(sacc.r, (t + 1) * TK, r0, row_a, row_b, S, sl2,
+					 m_a, m_b, l_a, l_b, al_a, al_b);
+		}
 	}
 	wgmma_wait<0>();                /* O += P V(t) done */
 	fence_acc(oacc);
@@ -721,7 +744,8 @@ ws_step(int t, int g, int c, int r0, int row_a, int row_b, int S, float sl2, uin
 	if (lane == 0)
 		mbar_arrive(empty_v + 8 * st);
 	if (MORE) {
-		rescale(oacc, al_a, al_b);
+		if (!NEW)
+			rescale(oacc, al_a, al_b);
 		pack_p<T, TK>(pa, sacc.r);
 	}
 }
@@ -864,53 +888,143 @@ flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtens
 	const int c = wg - 1, warp = tid / 32, lane = tid % 32;
 	const float sl2 = scale * 1.4426950408889634f;  /* scale * log2(e) */
 	const uint64_t dk0 = sw128_desc(ks, 16, 1024), dv0 = sw128_desc(vs, TK * 128, 1024);
-	int g = 0;      /* K/V tiles consumed so far */
-
-	for (int n = 0;; n++) {
-		const ws_item w = ws_item_at(n, nq, BH, G, S);
-		const int q0 = w.q0, bh = w.bh, ntiles = w.ntiles, qst = n % NQS;
-
-		if (!ntiles)
-			break;
-		const int r0 = q0 + 64 * c, row_a = r0 + 16 * warp + lane / 4, row_b = row_a + 8;
-		const uint64_t dq = sw128_desc(qs + qst * QB + c * 64 * 128, 16, 1024);
+	/*
+	 * STREAM (a persistent grid, two Q buffers; D 128): the block's items
+	 * as one run of tiles.  An item's last tile issues the next item's
+	 * first scores with its own last P V, and their softmax runs under it,
+	 * so no item after the block's first starts with its scores and
+	 * softmax alone (at 512 keys an item has one to four tiles).  The
+	 * pingpong turns run on across items too.  Judged on an H100
+	 * (session 26, f16, 1.9% over the workload): 8x32x512x128 76.83 ->
+	 * 70.56 us, the rest level.  The loop below is the one without it,
+	 * kept as it was: rewritten in place for both, D 64's code changed
+	 * and 4x16x2048x64 lost 2.7-4%.
+	 */
+	if constexpr (STREAM && D == 128 && NQS > 1) {
+		int g = 0;      /* K/V tiles consumed so far */
+		ws_item w = ws_item_at(0, nq, BH, G, S);
 		float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f, al_a, al_b;
 		wg_acc<D> oacc;
 		wg_acc<TK> sacc;
 		uint32_t pa[TK / 16][4];
+		bool first = true;      /* this item's tile 0 still to score alone */
+
+		for (int n = 0; w.ntiles; n++) {
+			const int q0 = w.q0, bh = w.bh, ntiles = w.ntiles, qst = n % NQS;
+			const int r0 = q0 + 64 * c, row_a = r0 + 16 * warp + lane / 4, row_b = row_a + 8;
+			const uint64_t dq = sw128_desc(qs + qst * QB + c * 64 * 128, 16, 1024);
+
+			if (first) {
+#pragma unroll
+				for (int i = 0; i < D / 2; i++)
+					oacc.r[i] = 0.f;
+				m_a = m_b = -INFINITY;
+				l_a = l_b = 0.f;
+				/* tile 0's scores and P */
+				mbar_wait(full_q + 8 * qst, n / NQS & 1);
+				mbar_wait(full_k + 8 * (g & 1), g >> 1 & 1);
+				wgmma_fence();
+				issue_qk<T, D, BQ>(sacc, dq, dk0 + ((g & 1) * KB >> 4));
+				wgmma_commit();
+				wgmma_wait<0>();
+				fence_acc(sacc);
+				if (lane == 0)
+					mbar_arrive(empty_k + 8 * (g & 1));
+				softmax_tile<TK>(sacc.r, 0, r0, row_a, row_b, S, sl2, m_a, m_b, l_a,
+						  l_b, al_a, al_b);
+				pack_p<T, TK>(pa, sacc.r);
+				/* consumer 0 issues first (once a block) */
+				if (PINGPONG && c == 1)
+					named_arrive(1, 256);
+			}
+
+			for (int t = 0; t + 1 < ntiles; t++)
+				ws_step<T, D, true>(t, g + t, c, r0, row_a, row_b, S, sl2, dq, dk0,
+						    dv0, full_k, full_v, empty_k, empty_v, oacc,
+						    sacc, pa, m_a, m_b, l_a, l_b);
+			const ws_item w2 = ws_item_at(n + 1, nq, BH, G, S);
+			float lo[2] = {l_a, l_b};       /* this item's row sums */
+
+			first = !w2.ntiles;
+			if (!first) {
+				const int qn = (n + 1) % NQS, r0n = w2.q0 + 64 * c;
+				const ws_next nxi = {sw128_desc(qs + qn * QB + c * 64 * 128, 16, 1024),
+						     full_q + 8 * qn, (uint32_t)((n + 1) / NQS & 1), r0n,
+						     r0n + 16 * warp + lane / 4, r0n + 16 * warp + lane / 4 + 8};
+
+				ws_step<T, D, true, true>(ntiles - 1, g + ntiles - 1, c, r0, row_a,
+							  row_b, S, sl2, dq, dk0, dv0, full_k, full_v,
+							  empty_k, empty_v, oacc, sacc, pa, m_a, m_b,
+							  l_a, l_b, nxi, lo);
+			} else {
+				ws_step<T, D, false>(ntiles - 1, g + ntiles - 1, c, r0, row_a, row_b, S,
+						     sl2, dq, dk0, dv0, full_k, full_v, empty_k, empty_v,
+						     oacc, sacc, pa, m_a, m_b, l_a, l_b);
+				lo[0] = l_a;
+				lo[1] = l_b;
+			}
+			/* every wgmma of the item retired: its Q buffer is free */
+			if (lane == 0)
+				mbar_arrive(empty_q + 8 * qst);
+			g += ntiles;
+			store_o<T, D>(o + (int64_t)bh * S * D, oacc, lo[0], lo[1], row_a, row_b, S,
+				      lane % 4);
+			if (!first) {
+#pragma unroll
+				for (int i = 0; i < D / 2; i++)
+					oacc.r[i] = 0.f;
+			}
+			w = w2;
+		}
+	} else {
+		int g = 0;      /* K/V tiles consumed so far */
+
+		for (int n = 0;; n++) {
+			const ws_item w = ws_item_at(n, nq, BH, G, S);
+			const int q0 = w.q0, bh = w.bh, ntiles = w.ntiles, qst = n % NQS;
+
+			if (!ntiles)
+				break;
+			const int r0 = q0 + 64 * c, row_a = r0 + 16 * warp + lane / 4, row_b = row_a + 8;
+			const uint64_t dq = sw128_desc(qs + qst * QB + c * 64 * 128, 16, 1024);
+			float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f, al_a, al_b;
+			wg_acc<D> oacc;
+			wg_acc<TK> sacc;
+			uint32_t pa[TK / 16][4];
 
 #pragma unroll
-		for (int i = 0; i < D / 2; i++)
-			oacc.r[i] = 0.f;
-		/* tile 0's scores and P */
-		mbar_wait(full_q + 8 * qst, n / NQS & 1);
-		mbar_wait(full_k + 8 * (g & 1), g >> 1 & 1);
-		wgmma_fence();
-		issue_qk<T, D, BQ>(sacc, dq, dk0 + ((g & 1) * KB >> 4));
-		wgmma_commit();
-		wgmma_wait<0>();
-		fence_acc(sacc);
-		if (lane == 0)
-			mbar_arrive(empty_k + 8 * (g & 1));
-		softmax_tile<TK>(sacc.r, 0, r0, row_a, row_b, S, sl2, m_a, m_b, l_a, l_b,
-				  al_a, al_b);
-		pack_p<T, TK>(pa, sacc.r);
-		if (PINGPONG && c == 1)
-			named_arrive(1, 256);   /* consumer 0 issues first */
+			for (int i = 0; i < D / 2; i++)
+				oacc.r[i] = 0.f;
+			/* tile 0's scores and P */
+			mbar_wait(full_q + 8 * qst, n / NQS & 1);
+			mbar_wait(full_k + 8 * (g & 1), g >> 1 & 1);
+			wgmma_fence();
+			issue_qk<T, D, BQ>(sacc, dq, dk0 + ((g & 1) * KB >> 4));
+			wgmma_commit();
+			wgmma_wait<0>();
+			fence_acc(sacc);
+			if (lane == 0)
+				mbar_arrive(empty_k + 8 * (g & 1));
+			softmax_tile<TK>(sacc.r, 0, r0, row_a, row_b, S, sl2, m_a, m_b, l_a, l_b,
+					  al_a, al_b);
+			pack_p<T, TK>(pa, sacc.r);
+			if (PINGPONG && c == 1)
+				named_arrive(1, 256);   /* consumer 0 issues first */
 
-		for (int t = 0; t + 1 < ntiles; t++)
-			ws_step<T, D, true>(t, g + t, c, r0, row_a, row_b, S, sl2, dq, dk0,
-					    dv0, full_k, full_v, empty_k, empty_v, oacc,
-					    sacc, pa, m_a, m_b, l_a, l_b);
-		ws_step<T, D, false>(ntiles - 1, g + ntiles - 1, c, r0, row_a, row_b, S,
-				     sl2, dq, dk0, dv0, full_k, full_v, empty_k, empty_v,
-				     oacc, sacc, pa, m_a, m_b, l_a, l_b);
-		/* every wgmma of the item retired: its Q buffer is free */
-		if (lane == 0)
-			mbar_arrive(empty_q + 8 * qst);
-		g += ntiles;
-		store_o<T, D>(o + (int64_t)bh * S * D, oacc, l_a, l_b, row_a, row_b, S,
-			      lane % 4);
+			for (int t = 0; t + 1 < ntiles; t++)
+				ws_step<T, D, true>(t, g + t, c, r0, row_a, row_b, S, sl2, dq, dk0,
+						    dv0, full_k, full_v, empty_k, empty_v, oacc,
+						    sacc, pa, m_a, m_b, l_a, l_b);
+			ws_step<T, D, false>(ntiles - 1, g + ntiles - 1, c, r0, row_a, row_b, S,
+					     sl2, dq, dk0, dv0, full_k, full_v, empty_k, empty_v,
+					     oacc, sacc, pa, m_a, m_b, l_a, l_b);
+			/* every wgmma of the item retired: its Q buffer is free */
+			if (lane == 0)
+				mbar_arrive(empty_q + 8 * qst);
+			g += ntiles;
+			store_o<T, D>(o + (int64_t)bh * S * D, oacc, l_a, l_b, row_a, row_b, S,
+				      lane % 4);
+		}
 	}
 #endif
 }
