@@ -823,6 +823,39 @@ static __device__ __forceinline__ void ws_load(uint32_t dst, uint32_t stride,
 		tma_load3(dst + s * stride, map, full, 64 * s, row, bh);
 }
 
+/*
+ * A flash_ws consumer's item start where nothing runs under it: O zeroed,
+ * tile 0's scores (Q of buffer qst, K of the block's g-th tile) issued
+ * and waited for, their softmax from a fresh state, P packed.
+ */
+template <typename T, int D>
+static __device__ __forceinline__ void
+ws_first(int g, int n, int qst, int r0, int row_a, int row_b, int S, float sl2,
+	 uint64_t dq, uint64_t dk0, uint32_t full_q, uint32_t full_k, uint32_t empty_k,
+	 wg_acc<D> &oacc, wg_acc<WS_TILE> &sacc, uint32_t (*pa)[4], float &m_a, float &m_b,
+	 float &l_a, float &l_b)
+{
+	constexpr int TK = WS_TILE, KB = D / 64 * TK * 128;
+	float al_a, al_b;
+
+#pragma unroll
+	for (int i = 0; i < D / 2; i++)
+		oacc.r[i] = 0.f;
+	m_a = m_b = -INFINITY;
+	l_a = l_b = 0.f;
+	mbar_wait(full_q + 8 * qst, n / NQS & 1);
+	mbar_wait(full_k + 8 * (g & 1), g >> 1 & 1);
+	wgmma_fence();
+	issue_qk<T, D, TK>(sacc, dq, dk0 + ((g & 1) * KB >> 4));
+	wgmma_commit();
+	wgmma_wait<0>();
+	fence_acc(sacc);
+	if (threadIdx.x % 32 == 0)
+		mbar_arrive(empty_k + 8 * (g & 1));
+	softmax_tile<TK>(sacc.r, 0, r0, row_a, row_b, S, sl2, m_a, m_b, l_a, l_b, al_a, al_b);
+	pack_p<T, TK>(pa, sacc.r);
+}
+
 template <typename T, int D>
 __global__ void __launch_bounds__(384, 1)
 flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
@@ -903,7 +936,7 @@ flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtens
 	if constexpr (STREAM && D == 128 && NQS > 1) {
 		int g = 0;      /* K/V tiles consumed so far */
 		ws_item w = ws_item_at(0, nq, BH, G, S);
-		float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f, al_a, al_b;
+		float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
 		wg_acc<D> oacc;
 		wg_acc<TK> sacc;
 		uint32_t pa[TK / 16][4];
@@ -915,24 +948,8 @@ flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtens
 			const uint64_t dq = sw128_desc(qs + qst * QB + c * 64 * 128, 16, 1024);
 
 			if (first) {
-#pragma unroll
-				for (int i = 0; i < D / 2; i++)
-					oacc.r[i] = 0.f;
-				m_a = m_b = -INFINITY;
-				l_a = l_b = 0.f;
-				/* tile 0's scores and P */
-				mbar_wait(full_q + 8 * qst, n / NQS & 1);
-				mbar_wait(full_k + 8 * (g & 1), g >> 1 & 1);
-				wgmma_fence();
-				issue_qk<T, D, BQ>(sacc, dq, dk0 + ((g & 1) * KB >> 4));
-				wgmma_commit();
-				wgmma_wait<0>();
-				fence_acc(sacc);
-				if (lane == 0)
-					mbar_arrive(empty_k + 8 * (g & 1));
-				softmax_tile<TK>(sacc.r, 0, r0, row_a, row_b, S, sl2, m_a, m_b, l_a,
-						  l_b, al_a, al_b);
-				pack_p<T, TK>(pa, sacc.r);
+				ws_first<T, D>(g, n, qst, r0, row_a, row_b, S, sl2, dq, dk0, full_q,
+					       full_k, empty_k, oacc, sacc, pa, m_a, m_b, l_a, l_b);
 				/* consumer 0 issues first (once a block) */
 				if (PINGPONG && c == 1)
 					named_arrive(1, 256);
@@ -987,27 +1004,13 @@ flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtens
 				break;
 			const int r0 = q0 + 64 * c, row_a = r0 + 16 * warp + lane / 4, row_b = row_a + 8;
 			const uint64_t dq = sw128_desc(qs + qst * QB + c * 64 * 128, 16, 1024);
-			float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f, al_a, al_b;
+			float m_a, m_b, l_a, l_b;
 			wg_acc<D> oacc;
 			wg_acc<TK> sacc;
 			uint32_t pa[TK / 16][4];
 
-#pragma unroll
-			for (int i = 0; i < D / 2; i++)
-				oacc.r[i] = 0.f;
-			/* tile 0's scores and P */
-			mbar_wait(full_q + 8 * qst, n / NQS & 1);
-			mbar_wait(full_k + 8 * (g & 1), g >> 1 & 1);
-			wgmma_fence();
-			issue_qk<T, D, BQ>(sacc, dq, dk0 + ((g & 1) * KB >> 4));
-			wgmma_commit();
-			wgmma_wait<0>();
-			fence_acc(sacc);
-			if (lane == 0)
-				mbar_arrive(empty_k + 8 * (g & 1));
-			softmax_tile<TK>(sacc.r, 0, r0, row_a, row_b, S, sl2, m_a, m_b, l_a, l_b,
-					  al_a, al_b);
-			pack_p<T, TK>(pa, sacc.r);
+			ws_first<T, D>(g, n, qst, r0, row_a, row_b, S, sl2, dq, dk0, full_q,
+				       full_k, empty_k, oacc, sacc, pa, m_a, m_b, l_a, l_b);
 			if (PINGPONG && c == 1)
 				named_arrive(1, 256);   /* consumer 0 issues first */
 
