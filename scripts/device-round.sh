@@ -38,7 +38,9 @@
 # table, each verdict, the tables.  So a call cut off by its time limit
 # still brings back what it finished.  The device tool brings back few
 # files, so everything else stays inside the tarball.  With DEADLINE (s
-# from the start), judge starts no group with less than 150 s left.
+# from the start), judge starts no group with less time left than its
+# candidates want: about 50 s and 30 a candidate (session 26, H100: a
+# group of one took 70-80 s, two groups of two 170 s in all).
 # BACKEND (cuda) is the backend judge and tables use: host runs them on
 # the CPU, as t0027 does with a queue of host candidates, WORKLOAD (shape:
 # weight ...) in place of every op's shapes (judge's and tables'), and
@@ -144,10 +146,12 @@ judge () {
 			fi
 		done <"$W/lines"
 		test $# -gt 0 || continue
-		if test -n "${DEADLINE:-}" &&
-			test $(($(date +%s) - t0)) -gt $((DEADLINE - 150)); then
-			echo "== judge $op $dt: not started, under 150 s left of $DEADLINE"
-			continue
+		if test -n "${DEADLINE:-}"; then
+			left=$((DEADLINE - ($(date +%s) - t0))) need=$((50 + 30 * $#))
+			if test "$left" -lt "$need"; then
+				echo "== judge $op $dt: not started: $# to judge want about $need s, $left left of $DEADLINE"
+				continue
+			fi
 		fi
 		echo "== judge $op $dt:$shapes"
 		from=

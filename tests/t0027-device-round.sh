@@ -60,11 +60,19 @@ test_expect_success 'the tarball holds the candidates, the judge logs, what was 
 
 test_expect_success 'with too little of DEADLINE left, no group starts' '
 	OUT=$TRASH/out2 KEPT=$TRASH/kept QUEUE=$TRASH/queue BACKEND=host \
-	AK_BUNDLE=- WORKLOAD="64x512:1" DEADLINE=100 \
+	AK_BUNDLE=- WORKLOAD="64x512:1" DEADLINE=75 \
 		sh "$ROUND" judge >round2.out 2>&1 &&
-	grep "judge softmax f16: not started, under 150 s left of 100" out2/summary.txt &&
+	grep "judge softmax f16: not started: 1 to judge want about 80 s, 7[0-5] left of 75" out2/summary.txt &&
 	grep "judge softmax bf16: not started" out2/summary.txt &&
 	cmp kept/softmax.c b/kernels/host/softmax.c
+'
+
+test_expect_success 'a group of one starts with what one candidate wants left' '
+	OUT=$TRASH/out3 KEPT=$TRASH/kept QUEUE=$TRASH/queue BACKEND=host \
+	AK_BUNDLE=- WORKLOAD="64x512:1" DEADLINE=110 ONLY=softmax/f16 \
+		sh "$ROUND" judge >round3.out 2>&1 &&
+	grep "^== judge softmax f16: 64x512:1:f16" out3/summary.txt &&
+	! grep "not started" out3/summary.txt
 '
 
 # tables: an op whose bench hangs (a wrapper of the tool) is stopped at
