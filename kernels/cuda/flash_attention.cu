@@ -686,9 +686,9 @@ struct ws_next { uint64_t dq; uint32_t full_q, q_ph; int r0, row_a, row_b; };
  * softmax while P V(t) runs, then O rescaled and P(t+1) packed.  The last
  * tile is its own instance, so no wgmma sits on a divergent path (ptxas
  * would serialize them).  NEW: tile t is its item's last and the next
- * tile the first of the next item (nx): the scores are that item's, its
- * softmax starts afresh (this item's row sums left in lo_a and lo_b) and
- * O, once P V(t) is done, is this item's whole output, not rescaled.
+ * tile the first of the next item (nxi): the scores are that item's, its
+ * softmax starts afresh (this item's row sums left in lo[0] and lo[1])
+ * and O, once P V(t) is done, is this item's whole output, not rescaled.
  */
 template <typename T, int D, bool MORE, bool NEW = false>
 static __device__ __forceinline__ void
