@@ -62,7 +62,7 @@ test_expect_success 'with too little of DEADLINE left, no group starts' '
 	OUT=$TRASH/out2 KEPT=$TRASH/kept QUEUE=$TRASH/queue BACKEND=host \
 	AK_BUNDLE=- WORKLOAD="64x512:1" DEADLINE=75 \
 		sh "$ROUND" judge >round2.out 2>&1 &&
-	grep "judge softmax f16: not started: 1 to judge want about 80 s, 7[0-5] left of 75" out2/summary.txt &&
+	grep "judge softmax f16: not started: 1 to judge want about 80 s, [0-9]* left of 75" out2/summary.txt &&
 	grep "judge softmax bf16: not started" out2/summary.txt &&
 	cmp kept/softmax.c b/kernels/host/softmax.c
 '
