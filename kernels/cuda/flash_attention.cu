@@ -965,9 +965,10 @@ flash_ws(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtens
 			first = !w2.ntiles;
 			if (!first) {
 				const int qn = (n + 1) % NQS, r0n = w2.q0 + 64 * c;
+				const int ran = r0n + 16 * warp + lane / 4;
 				const ws_next nxi = {sw128_desc(qs + qn * QB + c * 64 * 128, 16, 1024),
 						     full_q + 8 * qn, (uint32_t)((n + 1) / NQS & 1), r0n,
-						     r0n + 16 * warp + lane / 4, r0n + 16 * warp + lane / 4 + 8};
+						     ran, ran + 8};
 
 				ws_step<T, D, true, true>(ntiles - 1, g + ntiles - 1, c, r0, row_a,
 							  row_b, S, sl2, dq, dk0, dv0, full_k, full_v,
